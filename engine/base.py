@@ -1,0 +1,373 @@
+"""The interface every engine shares, and the machinery they all use.
+
+An engine accepts ``Request``s from any thread (``submit``), runs them on its
+own worker threads (lanes), streams tokens back through each request's
+``on_event`` callback, and publishes an immutable ``EngineStats`` snapshot
+for monitors. ``stop`` cancels whatever has not finished and joins every
+thread. Every submitted request ends in exactly one of ok, failed, cancelled
+or rejected; none is dropped.
+
+Subclasses set the policy only: which lanes exist and what each lane's loop
+does with the shared stages (``engine.stages``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import traceback
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import EngineConfig
+from engine.controller import DraftLengthController, LoadSignals, StepObservation, make_controller
+from engine.lanes import Lane
+from engine.models import ModelPair
+from engine.request import Request, RequestStatus
+from engine.sampling import SamplingRows, make_generator
+from engine.sequence import Sequence
+from engine.stages import DraftBlock, accept_block, draft_block, draft_lengths, prefill_chunk, verify_block
+
+log = logging.getLogger(__name__)
+
+IDLE_WAIT_S = 0.02  # how long an idle lane sleeps before re-checking for work or stop
+
+
+@dataclass(frozen=True)
+class LaneStats:
+    name: str  # "loop" | "prefill" | "decode" | "verify"
+    queue_depth: int
+    busy_s: float  # cumulative seconds busy
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    engine: str
+    time: float  # perf_counter
+    waiting: int  # submitted, not admitted
+    running: int  # admitted, not finished
+    lanes: tuple[LaneStats, ...]
+    draft_len: int | None  # None for the AR engine
+    tokens_emitted: int  # cumulative
+    drafted: int  # cumulative
+    accepted: int  # cumulative
+    finished: int  # cumulative, any status
+
+
+class KVBudget:
+    """Tokens of KV cache reserved by admitted requests (per model)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def try_reserve(self, tokens: int) -> bool:
+        with self._lock:
+            if self.used + tokens > self.capacity:
+                return False
+            self.used += tokens
+            return True
+
+    def release(self, tokens: int) -> None:
+        with self._lock:
+            self.used -= tokens
+
+
+class Engine(ABC):
+    name: str = ""
+    speculative: bool = True
+
+    def __init__(self, pair: ModelPair, config: EngineConfig | None = None) -> None:
+        self.pair = pair
+        self.config = config or EngineConfig(engine=self.name)
+        self.controller: DraftLengthController = make_controller(self.config.controller)
+        self.budget = KVBudget(self.config.max_cache_tokens)
+        self._inbox: queue.SimpleQueue[Request] = queue.SimpleQueue()
+        self._waiting: deque[Request] = deque()  # owned by the admitting lane
+        self._live: dict[int, Request] = {}  # every unfinished submitted request
+        self._lock = threading.Lock()
+        self._wake = threading.Condition()
+        self._stop = threading.Event()
+        self._started = False
+        self._counters = {"tokens": 0, "drafted": 0, "accepted": 0, "finished": 0}
+        self._decode_latencies: deque[float] = deque(maxlen=64)
+        self.lanes: dict[str, Lane] = {}
+        self.fatal_error: str | None = None
+
+    # ------------------------------------------------------------------ public
+    def start(self) -> Engine:
+        if self._started:
+            return self
+        self._started = True
+        if self.config.intra_op_threads:
+            torch.set_num_threads(self.config.intra_op_threads)
+        for name, target in self._lane_loops().items():
+            self.lanes[name] = Lane(name, self._guard(target))
+        for lane in self.lanes.values():
+            lane.thread.start()
+        return self
+
+    def submit(self, request: Request) -> Request:
+        """Queue ``request``; invalid or late requests come back REJECTED, never raised."""
+        request.mark_arrived()
+        problem = self._validate(request)
+        if problem:
+            request.fail(RequestStatus.REJECTED, problem)
+            with self._lock:
+                self._counters["finished"] += 1
+            return request
+        with self._lock:
+            self._live[id(request)] = request
+        self._inbox.put(request)
+        self._notify()
+        return request
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Cancel unfinished requests and join every lane thread."""
+        self._stop.set()
+        self._notify()
+        deadline = time.monotonic() + timeout
+        for lane in self.lanes.values():
+            if lane.thread.is_alive():
+                lane.thread.join(max(0.0, deadline - time.monotonic()))
+        alive = [lane.name for lane in self.lanes.values() if lane.thread.is_alive()]
+        with self._lock:
+            unfinished = list(self._live.values())
+        for request in unfinished:
+            self._end(request, RequestStatus.CANCELLED, "engine stopped before the request finished")
+        if alive:
+            raise RuntimeError(f"lane threads did not stop within {timeout}s: {', '.join(alive)}")
+
+    @property
+    def running(self) -> bool:
+        return self._started and not self._stop.is_set()
+
+    def stats(self) -> EngineStats:
+        with self._lock:
+            counters = dict(self._counters)
+            live = len(self._live)
+        waiting = self._inbox.qsize() + len(self._waiting)
+        depths = self._queue_depths()
+        return EngineStats(
+            engine=self.name,
+            time=time.perf_counter(),
+            waiting=waiting,
+            running=max(0, live - waiting),
+            lanes=tuple(LaneStats(n, depths.get(n, 0), lane.busy_s) for n, lane in self.lanes.items()),
+            draft_len=self.controller.length if self.speculative else None,
+            tokens_emitted=counters["tokens"],
+            drafted=counters["drafted"],
+            accepted=counters["accepted"],
+            finished=counters["finished"],
+        )
+
+    def generate(self, requests: list[Request], timeout: float | None = None) -> list[Request]:
+        """Submit ``requests`` and wait for all of them (starts the engine if needed)."""
+        self.start()
+        for request in requests:
+            self.submit(request)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for request in requests:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not request.done.wait(left):
+                raise TimeoutError(f"request {request.request_id} did not finish within {timeout}s")
+        return requests
+
+    # --------------------------------------------------------- for subclasses
+    @abstractmethod
+    def _lane_loops(self) -> dict[str, callable]:
+        """Lane name -> loop body run on that lane's thread until stop."""
+
+    @abstractmethod
+    def _queue_depths(self) -> dict[str, int]:
+        """Lane name -> work queued for it (read without locks: a monitor's snapshot)."""
+
+    def _validate(self, request: Request) -> str | None:
+        if self._stop.is_set():
+            return "engine is stopped"
+        n = len(request.prompt_token_ids)
+        if n == 0:
+            return "empty prompt"
+        vocab = self.pair.verifier.vocab_size
+        if max(request.prompt_token_ids) >= vocab:
+            return f"prompt has token ids outside the vocabulary (size {vocab})"
+        total = n + request.params.max_new_tokens
+        if total > self.pair.max_context:
+            return (
+                f"prompt ({n} tokens) + max_new_tokens ({request.params.max_new_tokens}) exceeds "
+                f"the model context of {self.pair.max_context} tokens"
+            )
+        if self._reservation(request) > self.budget.capacity:
+            return f"request needs {self._reservation(request)} KV tokens, more than the whole budget " \
+                   f"({self.budget.capacity}); raise max_cache_tokens"
+        return None
+
+    def _reservation(self, request: Request) -> int:
+        return len(request.prompt_token_ids) + request.params.max_new_tokens + 1
+
+    def _admit(self, running: int) -> list[Sequence]:
+        """Move submitted requests into new sequences while the batch limit and KV budget allow.
+
+        ``running`` is how many sequences the engine already holds. Called by one lane only.
+        """
+        while True:
+            try:
+                self._waiting.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        admitted = []
+        while self._waiting and running + len(admitted) < self.config.max_batch_size:
+            request = self._waiting[0]
+            if request.status.finished:  # cancelled meanwhile
+                self._waiting.popleft()
+                continue
+            need = self._reservation(request)
+            if not self.budget.try_reserve(need):
+                break
+            self._waiting.popleft()
+            admitted.append(self._new_sequence(request, need))
+        return admitted
+
+    def _new_sequence(self, request: Request, reserved: int) -> Sequence:
+        params = request.params
+        stops = params.stop_token_ids if params.stop_token_ids is not None else self.pair.eos_token_ids
+        seq = Sequence(
+            request=request,
+            stop_token_ids=frozenset(stops),
+            reserved_tokens=reserved,
+            generator=None if params.greedy else make_generator(params.seed, self.pair.device),
+        )
+        seq.verifier_kv = self.pair.verifier.new_store(reserved)
+        if self.speculative:
+            seq.draft_kv = self.pair.draft.new_store(reserved)
+        request.mark_admitted()
+        return seq
+
+    def _prefill(self, seqs: list[Sequence]) -> list[Sequence]:
+        """One prefill chunk; returns sequences that completed prefill and are still running."""
+        done = prefill_chunk(
+            self.pair.verifier, self.pair.draft if self.speculative else None, seqs, self.config.prefill_chunk_tokens
+        )
+        self._count(tokens=len(done))
+        self._retire([s for s in done if s.finished])
+        return [s for s in done if not s.finished]
+
+    def _draft(self, seqs: list[Sequence], verify_queue: int = 0) -> DraftBlock:
+        """Choose L with the controller and draft a block for ``seqs``."""
+        length = 0
+        if self.speculative:
+            p95 = self._decode_p95_ms()
+            length = self.controller.next_length(LoadSignals(verify_queue, p95, len(seqs)))
+        rows = SamplingRows.build([s.request.params for s in seqs], [s.generator for s in seqs], self.pair.device)
+        start = time.perf_counter()
+        block = draft_block(self.pair.draft, seqs, draft_lengths(seqs, length), rows)
+        block.draft_s = time.perf_counter() - start
+        return block
+
+    def _verify(self, block: DraftBlock) -> list[Sequence]:
+        """Verify and accept a block; returns the sequences still running."""
+        start = time.perf_counter()
+        target = verify_block(self.pair.verifier, block)
+        finished = accept_block(block, target, record_steps=self.speculative)
+        verify_s = time.perf_counter() - start
+        drafted = sum(block.lens)
+        accepted = sum(s.request.steps[-1].accepted for s in block.seqs) if self.speculative else 0
+        emitted = sum(s.request.num_output_tokens for s in block.seqs)
+        self._count(tokens=emitted - block.emitted_before, drafted=drafted, accepted=accepted)
+        if self.speculative:
+            self.controller.observe(
+                StepObservation(len(block.seqs), max(block.lens, default=0), drafted, accepted,
+                                block.draft_s, verify_s)
+            )
+        self._retire(finished)
+        return [s for s in block.seqs if not s.finished]
+
+    def _step(self, seqs: list[Sequence], verify_queue: int = 0) -> list[Sequence]:
+        """Draft + verify + accept atomically (Baseline, PD, PDV hybrid mode)."""
+        start = time.perf_counter()
+        block = self._draft(seqs, verify_queue)
+        alive = self._verify(block)
+        self._decode_latencies.append(time.perf_counter() - start)
+        return alive
+
+    def _decode_p95_ms(self) -> float:
+        lat = sorted(self._decode_latencies)
+        return lat[int(0.95 * (len(lat) - 1))] * 1000 if lat else 0.0
+
+    def _count(self, tokens: int = 0, drafted: int = 0, accepted: int = 0) -> None:
+        with self._lock:
+            self._counters["tokens"] += tokens
+            self._counters["drafted"] += drafted
+            self._counters["accepted"] += accepted
+
+    def _retire(self, seqs: list[Sequence]) -> None:
+        """Release finished sequences' caches and budget."""
+        for seq in seqs:
+            seq.release()
+            self.budget.release(seq.reserved_tokens)
+            with self._lock:
+                if self._live.pop(id(seq.request), None) is not None:
+                    self._counters["finished"] += 1
+
+    def _fail(self, seqs: list[Sequence], exc: BaseException) -> None:
+        """End ``seqs`` as failed with the error text; the engine keeps serving others."""
+        message = f"{type(exc).__name__}: {exc}"
+        log.error("%s engine: failing %d request(s): %s", self.name, len(seqs), message)
+        for seq in seqs:
+            seq.request.fail(RequestStatus.FAILED, message)
+        self._retire(seqs)
+
+    def _end(self, request: Request, status: RequestStatus, error: str) -> None:
+        request.fail(status, error)
+        with self._lock:
+            if self._live.pop(id(request), None) is not None:
+                self._counters["finished"] += 1
+
+    def _guard(self, loop) -> callable:
+        """Run a lane loop until stop; an unexpected error fails every live request."""
+
+        def run() -> None:
+            try:
+                while not self._stop.is_set():
+                    loop()
+            except BaseException as exc:  # a bug in a lane: make it visible, lose nothing
+                self.fatal_error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+                log.exception("%s engine lane crashed", self.name)
+                self._stop.set()
+                with self._lock:
+                    unfinished = list(self._live.values())
+                for request in unfinished:
+                    self._end(request, RequestStatus.FAILED, f"engine crashed: {self.fatal_error}")
+                self._notify()
+
+        return run
+
+    def _notify(self) -> None:
+        with self._wake:
+            self._wake.notify_all()
+
+    def _idle(self) -> None:
+        with self._wake:
+            self._wake.wait(IDLE_WAIT_S)
+
+
+def make_engine(name: str, pair: ModelPair, config: EngineConfig | None = None) -> Engine:
+    from engine.colocated import AREngine, BaselineEngine
+    from engine.pd import PDEngine
+    from engine.pdv import PDVEngine
+
+    engines = {"ar": AREngine, "baseline": BaselineEngine, "pd": PDEngine, "pdv": PDVEngine}
+    if name not in engines:
+        raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(engines)}")
+    config = config or EngineConfig(engine=name)
+    if config.engine != name:
+        from dataclasses import replace
+
+        config = replace(config, engine=name)
+    return engines[name](pair, config)

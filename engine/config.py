@@ -1,0 +1,83 @@
+"""Validated configuration values shared by every engine.
+
+Each field maps one-to-one to a CLI flag of ``python -m engine generate`` and
+``python -m workloads replay``. Defaults carry a comment saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ENGINES = ("ar", "baseline", "pd", "pdv")
+CONTROLLERS = ("fixed", "feedback", "goodput")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.0  # greedy by default: outputs are then checkable token for token
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = no top-k truncation
+    max_new_tokens: int = 128
+    seed: int | None = None  # per-request generator, so a request's samples do not depend on batching
+    stop_token_ids: tuple[int, ...] | None = None  # None = the model's end-of-sequence tokens
+
+    def __post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    kind: str = "fixed"
+    draft_len: int = 4  # start (and, for "fixed", constant) draft length: a common sweet spot for small drafts
+    min_len: int = 1
+    max_len: int = 8  # beyond 8 the acceptance of a small draft rarely pays for the extra draft passes
+    allow_zero: bool = True  # feedback may switch speculation off (L = 0) under heavy load
+    target_verify_queue: int = 2  # verify blocks waiting before the controller backs off
+    target_decode_p95_ms: float = 0.0  # 0 = no latency target
+
+    def __post_init__(self) -> None:
+        if self.kind not in CONTROLLERS:
+            raise ValueError(f"controller must be one of {', '.join(CONTROLLERS)}, got {self.kind!r}")
+        if not 0 <= self.min_len <= self.max_len:
+            raise ValueError(f"need 0 <= min draft length <= max draft length, got {self.min_len}..{self.max_len}")
+        if not 0 <= self.draft_len <= self.max_len:
+            raise ValueError(f"draft length must be in 0..{self.max_len}, got {self.draft_len}")
+        if self.kind != "fixed" and self.draft_len < self.min_len:
+            raise ValueError(f"start draft length {self.draft_len} is below the minimum {self.min_len}")
+        if self.target_verify_queue < 0 or self.target_decode_p95_ms < 0:
+            raise ValueError("controller targets must be >= 0")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    engine: str = "baseline"
+    controller: ControllerConfig = ControllerConfig()
+    max_batch_size: int = 32  # running requests; beyond this CPU step time grows faster than throughput
+    max_cache_tokens: int = 65_536  # KV budget in tokens per model; requests wait rather than exceed it
+    prefill_chunk_tokens: int = 512  # tokens per prefill forward, so a long prompt cannot stall decoding
+    hybrid_threshold: int = 3  # PDV: below this many running requests, draft+verify run atomically as in PD
+    verify_promote_margin: int = 2  # PDV: verify outranks decode when its backlog exceeds decode's by this
+    micro_batches: int = 2  # PDV: running requests are split in this many groups that pipeline
+    intra_op_threads: int = 0  # torch threads; 0 = leave torch's default
+    concurrent_lanes: int = 0  # lanes that may use the device at once; 0 = every lane (GPU streams overlap)
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        for name in ("max_batch_size", "max_cache_tokens", "prefill_chunk_tokens", "micro_batches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("hybrid_threshold", "verify_promote_margin", "intra_op_threads", "concurrent_lanes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -1,0 +1,47 @@
+"""CUDA streams and events per lane; no-ops on the CPU.
+
+Each lane issues its kernels on its own stream. When a lane hands tensors to
+another (prefill -> decode, draft block -> verify), the producer records an
+event on its stream and the consumer makes its stream wait on that event
+before touching them: ordering without a device-wide synchronize. On the CPU
+kernels run synchronously on the calling thread, so every method here does
+nothing. ``backend`` is ``torch.cuda`` in production and a fake in tests.
+
+Verified on a GPU: not yet (see README).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import torch
+
+
+class LaneStream:
+    def __init__(self, device: torch.device, backend: Any = None) -> None:
+        self.device = device
+        self._cuda = device.type == "cuda"
+        self._backend = backend if backend is not None else (torch.cuda if self._cuda else None)
+        self.stream = self._backend.Stream(device=device) if self._cuda else None
+
+    @contextmanager
+    def activate(self) -> Iterator[None]:
+        """Make this lane's stream current for the kernels launched inside."""
+        ctx = self._backend.stream(self.stream) if self._cuda else nullcontext()
+        with ctx:
+            yield
+
+    def record(self) -> Any | None:
+        """An event marking everything issued so far on this stream."""
+        if not self._cuda:
+            return None
+        event = self._backend.Event()
+        event.record(self.stream)
+        return event
+
+    def wait(self, event: Any | None) -> None:
+        """Order this stream after ``event`` (from another lane); the host does not block."""
+        if self._cuda and event is not None:
+            self.stream.wait_event(event)

@@ -1,0 +1,255 @@
+"""Loading a draft/verifier pair that shares one tokenizer.
+
+Sources: a preset name (see ``engine.presets``), a local directory, or a
+hub id (when the hub is reachable). Every check that can fail – a path that
+does not exist, a hub id while offline, tokenizers or vocabularies that
+differ – fails here, before any engine thread starts, with one message that
+says what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+from engine.presets import DEFAULT_PRESET, ProgressFn, _noop, preset_paths
+from engine.runner import ModelRunner
+
+log = logging.getLogger(__name__)
+
+
+class ModelLoadError(ValueError):
+    """A model pair that cannot be used; the message says why and what to do."""
+
+
+@dataclass
+class ModelPair:
+    verifier: ModelRunner
+    draft: ModelRunner
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    max_context: int  # tokens the verifier can attend to (prompt + output)
+    eos_token_ids: tuple[int, ...]
+    source: dict[str, str]  # preset / model ids, for run records
+
+    def encode_prompt(self, text: str, raw: bool = False) -> list[int]:
+        """Token ids the models see for a user message (chat template unless ``raw``)."""
+        if not raw and self.tokenizer.chat_template:
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+            )
+            return list(self.tokenizer(text, add_special_tokens=False).input_ids)
+        return list(self.tokenizer(text).input_ids)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def describe(self) -> dict[str, str]:
+        return {
+            **self.source,
+            "device": str(self.device),
+            "dtype": str(self.verifier.dtype).removeprefix("torch."),
+            "draft_params": str(sum(p.numel() for p in self.draft.model.parameters())),
+            "verifier_params": str(sum(p.numel() for p in self.verifier.model.parameters())),
+        }
+
+
+def resolve_device(device: str) -> torch.device:
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise ModelLoadError(f"device must be auto, cpu or cuda[:N], got {device!r}")
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        log.warning("device %s requested but CUDA is not available; running on the CPU", device)
+        return torch.device("cpu")
+    return torch.device(device)
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    # bfloat16 halves memory traffic on GPUs; CPU kernels are fastest and exact in float32
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def _hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def _check_source(name: str) -> str:
+    """Refuse a missing local path, or a hub id while the hub is off, before loading."""
+    expanded = os.path.expanduser(name)
+    if os.path.isdir(expanded):
+        return expanded
+    looks_like_path = name.startswith((".", "/", "~")) or os.sep in name.strip("/").replace("/", os.sep, 1)
+    if looks_like_path or os.path.exists(expanded):
+        raise ModelLoadError(f"model path {name!r} does not exist or is not a directory")
+    if _hub_offline():
+        raise ModelLoadError(
+            f"{name!r} is not a local directory and the model hub is offline (HF_HUB_OFFLINE is set); "
+            "pass a local directory or a preset"
+        )
+    return name
+
+
+def _from_pretrained(name: str, dtype: torch.dtype, device: torch.device) -> torch.nn.Module:
+    try:
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+    except OSError as exc:
+        raise ModelLoadError(f"cannot load model {name!r}: {exc}") from exc
+    return model.to(device)
+
+
+def _load_tokenizer(name: str) -> PreTrainedTokenizerBase:
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except OSError as exc:
+        raise ModelLoadError(f"cannot load the tokenizer of {name!r}: {exc}") from exc
+
+
+def check_same_tokenizer(
+    draft_tok: PreTrainedTokenizerBase | None,
+    verifier_tok: PreTrainedTokenizerBase,
+    draft_vocab: int,
+    verifier_vocab: int,
+) -> None:
+    if draft_vocab != verifier_vocab:
+        raise ModelLoadError(
+            f"draft and verifier output different vocabularies ({draft_vocab} vs {verifier_vocab} logits); "
+            "speculative decoding needs one shared tokenizer"
+        )
+    if draft_tok is not None and draft_tok.get_vocab() != verifier_tok.get_vocab():
+        raise ModelLoadError("draft and verifier tokenizers differ; speculative decoding needs one shared tokenizer")
+
+
+# --------------------------------------------------------------------------
+# The in-code "tiny" pair
+# --------------------------------------------------------------------------
+
+TINY_SEED = 1234
+
+
+def tiny_tokenizer() -> PreTrainedTokenizerFast:
+    """Byte-level tokenizer: 256 byte tokens + <eos>, no merges (any text encodes)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    vocab["<eos>"] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<eos>")
+
+
+def tiny_models(num_draft_layers: int = 1) -> tuple[LlamaForCausalLM, LlamaForCausalLM]:
+    """A seeded verifier and a draft made of its first layer(s), so acceptance is neither 0 nor 1."""
+    config = LlamaConfig(
+        vocab_size=257,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        initializer_range=0.35,  # large weights: peaked distributions, so greedy argmax has no near-ties
+        tie_word_embeddings=True,
+        eos_token_id=256,
+        bos_token_id=None,
+        pad_token_id=256,
+    )
+    torch.manual_seed(TINY_SEED)
+    verifier = LlamaForCausalLM(config).eval()
+    draft_config = LlamaConfig(**{**config.to_dict(), "num_hidden_layers": num_draft_layers})
+    draft = LlamaForCausalLM(draft_config).eval()
+    state = {k: v for k, v in verifier.state_dict().items() if k in draft.state_dict()}
+    draft.load_state_dict(state)
+    return draft, verifier
+
+
+# --------------------------------------------------------------------------
+
+
+def load_model_pair(
+    preset: str | None = None,
+    draft_model: str | None = None,
+    verifier_model: str | None = None,
+    device: str = "auto",
+    dtype: str | None = None,
+    progress: ProgressFn | None = None,
+) -> ModelPair:
+    """Load and check a pair; ``preset`` is used when no model ids are given (default ``smol``)."""
+    progress = progress or _noop
+    if (draft_model is None) != (verifier_model is None):
+        raise ModelLoadError("pass both --draft-model and --verifier-model, or neither")
+    if draft_model is not None and preset is not None:
+        raise ModelLoadError("pass either a preset or --draft-model/--verifier-model, not both")
+    dev = resolve_device(device)
+    torch_dtype = getattr(torch, dtype) if dtype else default_dtype(dev)
+
+    if draft_model is None:
+        preset = preset or DEFAULT_PRESET
+        if preset == "tiny":
+            draft, verifier = tiny_models()
+            tokenizer = tiny_tokenizer()
+            return _pair(draft.to(dev, torch_dtype), verifier.to(dev, torch_dtype), tokenizer, None, dev,
+                         {"preset": "tiny", "draft": "tiny-draft", "verifier": "tiny-verifier"})
+        try:
+            paths = preset_paths(preset, progress)
+        except FileNotFoundError as exc:
+            raise ModelLoadError(str(exc)) from exc
+        except ValueError as exc:
+            raise ModelLoadError(str(exc)) from exc
+        draft_name, verifier_name = str(paths.draft), str(paths.verifier)
+        source = {"preset": preset, "draft": draft_name, "verifier": verifier_name}
+    else:
+        draft_name, verifier_name = _check_source(draft_model), _check_source(verifier_model)
+        source = {"preset": "", "draft": draft_model, "verifier": verifier_model}
+
+    progress(f"Loading verifier {verifier_name}", 0.0)
+    tokenizer = _load_tokenizer(verifier_name)
+    verifier = _from_pretrained(verifier_name, torch_dtype, dev)
+    progress(f"Loading draft {draft_name}", 0.5)
+    try:
+        draft_tok = AutoTokenizer.from_pretrained(draft_name)
+    except (OSError, ValueError):
+        draft_tok = None  # a draft shipped without tokenizer files is checked by vocabulary size only
+    draft = _from_pretrained(draft_name, torch_dtype, dev)
+    progress("Models loaded", 1.0)
+    return _pair(draft, verifier, tokenizer, draft_tok, dev, source)
+
+
+def _pair(draft, verifier, tokenizer, draft_tok, device, source) -> ModelPair:
+    check_same_tokenizer(draft_tok, tokenizer, draft.config.vocab_size, verifier.config.vocab_size)
+    eos = verifier.generation_config.eos_token_id if verifier.generation_config else None
+    eos = eos if eos is not None else verifier.config.eos_token_id
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else ((eos,) if eos is not None else ())
+    max_context = min(
+        getattr(verifier.config, "max_position_embeddings", 2048),
+        getattr(draft.config, "max_position_embeddings", 2048),
+    )
+    return ModelPair(
+        verifier=ModelRunner(verifier, "verifier"),
+        draft=ModelRunner(draft, "draft"),
+        tokenizer=tokenizer,
+        device=device,
+        max_context=max_context,
+        eos_token_ids=eos_ids,
+        source=source,
+    )
+
+
+def model_dir(path: str | Path) -> Path:
+    return Path(path)

@@ -1,0 +1,139 @@
+"""PDV: prefill, decode (draft) and verify in three lanes.
+
+Policy. The ``prefill`` lane works as in PD. Running requests are split into
+``micro_batches`` groups. The ``decode`` lane drafts a block for one group
+and queues it for the ``verify`` lane, then drafts the next group while that
+block is being verified; the ``verify`` lane verifies and accepts a block and
+returns its surviving requests to the ready queue. So the draft of one group
+overlaps the verification of another. Each lane has its own thread, queue and
+(on CUDA) stream; blocks and requests cross lanes with an event recorded by
+the producer and waited on by the consumer's stream.
+
+Priorities when lanes compete for the device: decode > verify > prefill, and
+verify is promoted above decode when the sequences in queued verify blocks
+exceed the sequences ready to draft by more than ``verify_promote_margin``.
+
+Hybrid mode: with fewer than ``hybrid_threshold`` running requests there is
+nothing to pipeline against, so the decode lane drafts and verifies
+atomically, exactly as PD does.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+
+from engine.lanes import LaneArbiter
+from engine.pd import PDEngine
+from engine.sequence import Sequence
+from engine.stages import DraftBlock
+
+
+class PDVEngine(PDEngine):
+    name = "pdv"
+    lane_names = ("prefill", "decode", "verify")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._qlock = threading.Lock()
+        self._ready: deque[Sequence] = deque()  # sequences waiting to be drafted
+        self._verify_queue: deque[DraftBlock] = deque()
+        self._in_flight = 0  # sequences inside queued or verifying blocks
+        self.hybrid_steps = 0  # decode steps run atomically (hybrid mode)
+        self.pipelined_blocks = 0  # blocks handed to the verify lane
+
+    def _lane_loops(self):
+        return {"prefill": self._prefill_loop, "decode": self._decode_loop, "verify": self._verify_loop}
+
+    def _queue_depths(self) -> dict[str, int]:
+        return {
+            "prefill": len(self._waiting) + self._inbox.qsize() + len(self._prefilling),
+            "decode": len(self._ready),
+            "verify": len(self._verify_queue),
+        }
+
+    def _backlog(self) -> dict[str, int]:
+        with self._qlock:
+            return {
+                "prefill": len(self._prefilling),
+                "decode": len(self._ready),
+                "verify": sum(len(b.seqs) for b in self._verify_queue),
+            }
+
+    def _decode_side(self) -> int:
+        return len(self._ready) + self._in_flight
+
+    def _hand_to_decode(self, seqs: list[Sequence]) -> None:
+        with self._qlock:
+            self._ready.extend(seqs)
+
+    def _take_group(self) -> tuple[list[Sequence], bool]:
+        """Pop the next group to draft and whether to run it atomically (hybrid mode)."""
+        with self._qlock:
+            total = len(self._ready) + self._in_flight
+            hybrid = total < self.config.hybrid_threshold
+            size = len(self._ready) if hybrid else math.ceil(total / self.config.micro_batches)
+            group = [self._ready.popleft() for _ in range(min(size, len(self._ready)))]
+        return group, hybrid
+
+    # ----------------------------------------------------------------- decode
+    def _decode_loop(self) -> None:
+        stream = self.streams["decode"]
+        group, hybrid = self._take_group()
+        if not group:
+            self._idle()
+            return
+        for event in {id(s.handoff_event): s.handoff_event for s in group}.values():
+            stream.wait(event)
+        with self.arbiter.turn("decode"), self.lanes["decode"].busy(), stream.activate():
+            try:
+                if hybrid:
+                    self.hybrid_steps += 1
+                    alive = self._step(group, len(self._verify_queue))
+                else:
+                    block = self._draft(group, len(self._verify_queue))
+                    self._decode_latencies.append(block.draft_s)
+                    block.ready_event = stream.record()
+            except Exception as exc:
+                self._fail(group, exc)
+                return
+        if hybrid:
+            event = stream.record()
+            for seq in alive:
+                seq.handoff_event = event
+            self._hand_to_decode(alive)
+            return
+        with self._qlock:
+            self._verify_queue.append(block)
+            self._in_flight += len(group)
+            self.pipelined_blocks += 1
+        self._notify()
+
+    # ----------------------------------------------------------------- verify
+    def _verify_loop(self) -> None:
+        with self._qlock:
+            block = self._verify_queue.popleft() if self._verify_queue else None
+        if block is None:
+            self._idle()
+            return
+        stream = self.streams["verify"]
+        stream.wait(block.ready_event)
+        alive: list[Sequence] = []
+        with self.arbiter.turn("verify"), self.lanes["verify"].busy(), stream.activate():
+            try:
+                alive = self._verify(block)
+            except Exception as exc:
+                self._fail(block.seqs, exc)
+            event = stream.record()
+        for seq in alive:
+            seq.handoff_event = event
+        with self._qlock:
+            self._in_flight -= len(block.seqs)
+            self._ready.extend(alive)
+        self._notify()
+
+    def pipeline_stats(self) -> dict[str, float]:
+        return {"hybrid_steps": self.hybrid_steps, "pipelined_blocks": self.pipelined_blocks,
+                "time": time.perf_counter()}

@@ -1,0 +1,71 @@
+"""One model and the packed forward pass every engine stage is built from."""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+from transformers import PreTrainedModel
+
+from engine.kv import ATTN_IMPLEMENTATION, KVStore, PackedBatch, Segment
+
+
+class ModelRunner:
+    """Runs packed forwards of one causal LM over per-request ``KVStore``s.
+
+    ``forward`` appends the given tokens to each store (advancing ``length``)
+    and returns logits only at the requested positions. It may be called from
+    several lane threads at once as long as they touch different stores.
+    """
+
+    def __init__(self, model: PreTrainedModel, name: str) -> None:
+        self.name = name
+        self.model = model.eval()
+        self.model.set_attn_implementation(ATTN_IMPLEMENTATION)
+        cfg = model.config
+        self.num_layers: int = cfg.num_hidden_layers
+        self.num_kv_heads: int = cfg.num_key_value_heads
+        self.head_dim: int = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.vocab_size: int = cfg.vocab_size
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self._lock = threading.Lock()
+        self._tokens_forwarded = 0  # every token that went through a forward (tests check for recomputation)
+
+    @property
+    def tokens_forwarded(self) -> int:
+        return self._tokens_forwarded
+
+    def new_store(self, capacity: int) -> KVStore:
+        return KVStore(self.num_layers, self.num_kv_heads, self.head_dim, capacity, self.dtype, self.device)
+
+    @torch.inference_mode()
+    def forward(
+        self,
+        stores: list[KVStore],
+        input_ids: torch.Tensor,  # [N] long, on device: the new tokens of all stores, packed in order
+        num_tokens: list[int],  # new tokens per store; sums to N
+        keep: torch.Tensor,  # [K] long, on device: packed positions whose logits are returned
+    ) -> torch.Tensor:  # [K, V] float32 logits
+        segments, start, positions = [], 0, []
+        for store, n in zip(stores, num_tokens, strict=True):
+            if store.length + n > store.capacity:
+                raise RuntimeError(f"KV store overflow: {store.length} + {n} > capacity {store.capacity}")
+            segments.append(Segment(store, start, n))
+            positions.append(torch.arange(store.length, store.length + n))
+            start += n
+        if start != input_ids.shape[0]:
+            raise ValueError(f"packed {input_ids.shape[0]} tokens but segments hold {start}")
+        position_ids = torch.cat(positions).to(self.device, non_blocking=True).unsqueeze(0)
+        out = self.model(
+            input_ids=input_ids.unsqueeze(0),
+            position_ids=position_ids,
+            use_cache=False,
+            logits_to_keep=keep,
+            packed_batch=PackedBatch(tuple(segments)),
+        )
+        for store, n in zip(stores, num_tokens, strict=True):
+            store.length += n
+        with self._lock:
+            self._tokens_forwarded += start
+        return out.logits[0].float()

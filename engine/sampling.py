@@ -1,0 +1,121 @@
+"""Turning logits into the distributions that drafting and verification compare.
+
+Greedy rows (temperature 0) get the one-hot distribution of their argmax, so
+the speculative acceptance rule reduces exactly to "accept while the draft
+token equals the verifier's argmax" and needs no special case. Sampling rows
+get softmax(logits / T) truncated by top-k and top-p, then renormalised.
+
+Each sampling request owns a ``torch.Generator`` seeded from its seed, so
+what it samples does not depend on which other requests share its batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import SamplingParams
+
+
+@dataclass(frozen=True)
+class SamplingRows:
+    """Sampling parameters of the rows of a batch, as tensors on the device."""
+
+    temperature: torch.Tensor  # [B] float
+    top_p: torch.Tensor  # [B] float
+    top_k: torch.Tensor  # [B] long, 0 = off
+    greedy: tuple[bool, ...]  # [B] host copy: decides where random numbers are drawn
+    generators: tuple[torch.Generator | None, ...]  # [B] None for greedy rows
+
+    @staticmethod
+    def build(
+        params: list[SamplingParams], generators: list[torch.Generator | None], device: torch.device
+    ) -> SamplingRows:
+        return SamplingRows(
+            temperature=torch.tensor([p.temperature for p in params], device=device),
+            top_p=torch.tensor([p.top_p for p in params], device=device),
+            top_k=torch.tensor([p.top_k for p in params], device=device),
+            greedy=tuple(p.greedy for p in params),
+            generators=tuple(generators),
+        )
+
+    def select(self, rows: list[int]) -> SamplingRows:
+        index = torch.tensor(rows, device=self.temperature.device)
+        return SamplingRows(
+            temperature=self.temperature[index],
+            top_p=self.top_p[index],
+            top_k=self.top_k[index],
+            greedy=tuple(self.greedy[r] for r in rows),
+            generators=tuple(self.generators[r] for r in rows),
+        )
+
+    def repeat_rows(self, times: int) -> SamplingRows:
+        """Each row repeated ``times`` times in a row (for [B, L+1] position blocks flattened)."""
+        return SamplingRows(
+            temperature=self.temperature.repeat_interleave(times),
+            top_p=self.top_p.repeat_interleave(times),
+            top_k=self.top_k.repeat_interleave(times),
+            greedy=tuple(g for g in self.greedy for _ in range(times)),
+            generators=tuple(g for g in self.generators for _ in range(times)),
+        )
+
+    @property
+    def all_greedy(self) -> bool:
+        return all(self.greedy)
+
+
+def make_generator(seed: int | None, device: torch.device) -> torch.Generator:
+    generator = torch.Generator(device=device)
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    return generator
+
+
+def probabilities(logits: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
+    """logits [B, V] -> probabilities [B, V] under each row's sampling parameters."""
+    greedy_probs = torch.zeros_like(logits).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
+    if rows.all_greedy:
+        return greedy_probs
+    temperature = rows.temperature.clamp_min(1e-5).unsqueeze(-1)
+    scaled = logits / temperature
+    if bool((rows.top_k > 0).any()):
+        k = torch.where(rows.top_k > 0, rows.top_k, logits.shape[-1]).clamp_max(logits.shape[-1])
+        kth = scaled.sort(-1, descending=True).values.gather(-1, (k - 1).unsqueeze(-1))
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    probs = scaled.softmax(-1)
+    if bool((rows.top_p < 1).any()):
+        sorted_probs, order = probs.sort(-1, descending=True)
+        # drop a token when the mass strictly before it already reaches top_p (the top token always stays)
+        drop_sorted = (sorted_probs.cumsum(-1) - sorted_probs) >= rows.top_p.unsqueeze(-1)
+        drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
+        probs = probs.masked_fill(drop, 0.0)
+        probs = probs / probs.sum(-1, keepdim=True)
+    greedy_mask = torch.tensor(rows.greedy, device=logits.device).unsqueeze(-1)
+    return torch.where(greedy_mask, greedy_probs, probs)
+
+
+def sample(probs: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
+    """probs [B, V] -> tokens [B]. Greedy rows take the argmax without touching a generator."""
+    tokens = probs.argmax(-1)
+    if rows.all_greedy:
+        return tokens
+    for b, generator in enumerate(rows.generators):
+        if not rows.greedy[b]:
+            tokens[b] = torch.multinomial(probs[b], 1, generator=generator)[0]
+    return tokens
+
+
+def uniforms(rows: SamplingRows, width: int, device: torch.device) -> torch.Tensor:
+    """[B, width] uniform [0, 1) numbers from each row's generator; zeros for greedy rows.
+
+    Greedy rows need none: with one-hot distributions the acceptance test is
+    deterministic for any u in [0, 1).
+    """
+    u = torch.zeros(len(rows.greedy), width, device=device)
+    for b, generator in enumerate(rows.generators):
+        if not rows.greedy[b] and width:
+            u[b] = torch.rand(width, generator=generator, device=device)
+    return u

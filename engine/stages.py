@@ -1,0 +1,221 @@
+"""The stages of speculative decoding, as plain functions over batches.
+
+    prefill_chunk  ->  ( draft_block -> verify_block -> accept_block )*
+
+Every engine is built from these four functions; the engines differ only in
+which thread calls which stage, on which sequences, and when. Each function
+says what it mutates. None of them knows about threads, queues or streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import accumulate
+
+import torch
+
+from engine.request import StepRecord, TokenKind
+from engine.runner import ModelRunner
+from engine.sampling import SamplingRows, probabilities, sample, uniforms
+from engine.sequence import Sequence
+from engine.speculative import verify
+
+
+def _keep_last(counts: list[int], device: torch.device) -> torch.Tensor:
+    """Packed index of the last token of each segment."""
+    return torch.tensor([c - 1 for c in accumulate(counts)], device=device)
+
+
+def _finish_reason(seq: Sequence, tokens: list[int]) -> tuple[list[int], str | None]:
+    """Cut ``tokens`` at the first stop token (kept) or at max_new_tokens."""
+    limit = seq.remaining
+    for i, token in enumerate(tokens[:limit]):
+        if token in seq.stop_token_ids:
+            return tokens[: i + 1], "stop"
+    if len(tokens) >= limit:
+        return tokens[:limit], "length"
+    return tokens, None
+
+
+# --------------------------------------------------------------------------
+# Prefill
+# --------------------------------------------------------------------------
+
+
+def prefill_chunk(
+    verifier: ModelRunner, draft: ModelRunner | None, seqs: list[Sequence], token_budget: int
+) -> list[Sequence]:
+    """Feed the next prompt chunk of ``seqs`` (first come, first served) into both caches.
+
+    At most ``token_budget`` prompt tokens go through each model. Sequences
+    whose prompt is now complete get their first token sampled by the verifier
+    and emitted. Mutates: the sequences' caches, ``prefilled``, ``pending``,
+    ``draft_pending`` and their requests. Returns the sequences that finished
+    prefill in this call (some may have finished outright).
+    """
+    chosen: list[tuple[Sequence, int]] = []
+    budget = token_budget
+    for seq in seqs:
+        if budget == 0:
+            break
+        n = min(seq.prompt_len - seq.prefilled, budget)
+        if n > 0:
+            chosen.append((seq, n))
+            budget -= n
+    if not chosen:
+        return []
+    counts = [n for _, n in chosen]
+    ids = torch.tensor(
+        [t for seq, n in chosen for t in seq.request.prompt_token_ids[seq.prefilled : seq.prefilled + n]],
+        device=verifier.device,
+    )
+    completes = [seq.prefilled + n == seq.prompt_len for seq, n in chosen]
+    ends = _keep_last(counts, verifier.device)
+    keep = ends[torch.tensor(completes, device=verifier.device)]
+    logits = verifier.forward([seq.verifier_kv for seq, _ in chosen], ids, counts, keep)
+    if draft is not None:
+        # the draft's logits at the prompt end are never used: its first proposal follows the first token
+        draft.forward([seq.draft_kv for seq, _ in chosen], ids, counts, keep[:0])
+    for seq, n in chosen:
+        seq.prefilled += n
+
+    done = [seq for (seq, _), complete in zip(chosen, completes, strict=True) if complete]
+    if done:
+        rows = SamplingRows.build([s.request.params for s in done], [s.generator for s in done], verifier.device)
+        first = sample(probabilities(logits, rows), rows).tolist()
+        for seq, token in zip(done, first, strict=True):
+            seq.pending = token
+            seq.draft_pending = [token]
+            emitted, reason = _finish_reason(seq, [token])
+            seq.request.emit(emitted, [TokenKind.FIRST], reason)
+    return done
+
+
+# --------------------------------------------------------------------------
+# Draft
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class DraftBlock:
+    """Draft proposals for a group of sequences, waiting for verification."""
+
+    seqs: list[Sequence]
+    rows: SamplingRows
+    lens: list[int]  # [B] tokens drafted per row; 0 = plain verifier step for that row
+    tokens: torch.Tensor  # [B, Lmax] long; row b valid up to lens[b]
+    probs: torch.Tensor  # [B, Lmax, V] draft distributions; zero rows beyond lens[b]
+    fed: list[list[int]]  # [B] draft_pending tokens this block fed into the draft cache
+    draft_len_before: list[int]  # [B] draft cache length before the block
+    ready_event: object | None = None  # CUDA event marking the block's tensors as written
+    draft_s: float = 0.0  # wall time of the draft forwards
+    emitted_before: int = 0  # tokens the rows had emitted before this block
+
+
+def draft_lengths(seqs: list[Sequence], draft_len: int) -> list[int]:
+    """Per-row draft length: never propose past what max_new_tokens lets the row emit."""
+    return [max(0, min(draft_len, seq.remaining - 1)) for seq in seqs]
+
+
+def draft_block(draft: ModelRunner | None, seqs: list[Sequence], lens: list[int], rows: SamplingRows) -> DraftBlock:
+    """Run the draft autoregressively: max(lens) batched forwards, one per draft position.
+
+    Tokens stay on the device between positions (no host sync). Mutates: the
+    draft caches and ``draft_pending`` of rows with lens > 0.
+    """
+    batch, width = len(seqs), max(lens, default=0)
+    device = rows.temperature.device
+    vocab = draft.vocab_size if draft is not None else 0
+    tokens = torch.zeros(batch, width, dtype=torch.long, device=device)
+    probs = torch.zeros(batch, width, vocab, device=device)
+    fed = [list(seq.draft_pending) if n > 0 else [] for seq, n in zip(seqs, lens, strict=True)]
+    before = [seq.draft_kv.length if seq.draft_kv is not None else 0 for seq in seqs]
+    for k in range(width):
+        active = [b for b in range(batch) if lens[b] > k]
+        index = torch.tensor(active, device=device)
+        if k == 0:
+            counts = [len(fed[b]) for b in active]
+            ids = torch.tensor([t for b in active for t in fed[b]], device=device)
+        else:
+            counts = [1] * len(active)
+            ids = tokens[index, k - 1]
+        logits = draft.forward([seqs[b].draft_kv for b in active], ids, counts, _keep_last(counts, device))
+        sub = rows if len(active) == batch else rows.select(active)
+        p = probabilities(logits, sub)
+        tokens[index, k] = sample(p, sub)
+        probs[index, k] = p
+    for seq, n in zip(seqs, lens, strict=True):
+        if n > 0:
+            seq.draft_pending = []
+    emitted = sum(seq.request.num_output_tokens for seq in seqs)
+    return DraftBlock(seqs, rows, lens, tokens, probs, fed, before, emitted_before=emitted)
+
+
+# --------------------------------------------------------------------------
+# Verify and accept
+# --------------------------------------------------------------------------
+
+
+def verify_block(verifier: ModelRunner, block: DraftBlock) -> torch.Tensor:
+    """One verifier forward over [pending, d_1..d_L] of every row.
+
+    Returns the verifier distributions [B, Lmax+1, V] (zero beyond lens[b]+1).
+    Mutates: the verifier caches (rolled back by ``accept_block``).
+    """
+    batch, width = block.tokens.shape
+    device = block.tokens.device
+    pending = torch.tensor([seq.pending for seq in block.seqs], device=device).unsqueeze(1)
+    grid = torch.cat([pending, block.tokens], dim=1).view(-1)  # [B * (Lmax+1)]
+    counts = [n + 1 for n in block.lens]
+    flat = torch.tensor([b * (width + 1) + j for b, n in enumerate(counts) for j in range(n)], device=device)
+    logits = verifier.forward([seq.verifier_kv for seq in block.seqs], grid[flat], counts,
+                              torch.arange(flat.shape[0], device=device))
+    row_of_token = [b for b, n in enumerate(counts) for _ in range(n)]
+    p = probabilities(logits, block.rows.select(row_of_token))
+    target = torch.zeros(batch * (width + 1), p.shape[-1], device=device)
+    target[flat] = p
+    return target.view(batch, width + 1, -1)
+
+
+def accept_block(block: DraftBlock, target: torch.Tensor, record_steps: bool = True) -> list[Sequence]:
+    """Apply the acceptance rule, emit tokens, roll back rejected positions.
+
+    Mutates: every row's caches (truncated to the kept tokens), ``pending``,
+    ``draft_pending`` and request (tokens, times, kinds, a ``StepRecord`` when
+    ``record_steps``). Returns the sequences that finished in this step.
+    """
+    device = block.tokens.device
+    lens = torch.tensor(block.lens, device=device)
+    verdict = verify(block.tokens, block.probs, target, lens, uniforms(block.rows, block.tokens.shape[1], device))
+    next_tokens = sample(verdict.next_probs, block.rows)
+    # the one host sync of a step: the accept decision is needed on the host
+    accepted, nexts, drafts = verdict.num_accepted.tolist(), next_tokens.tolist(), block.tokens.tolist()
+
+    finished = []
+    for b, seq in enumerate(block.seqs):
+        n, drafted, nxt = accepted[b], block.lens[b], nexts[b]
+        kept = drafts[b][:n]
+        if drafted == 0:
+            last_kind = TokenKind.DECODE
+        else:
+            last_kind = TokenKind.BONUS if n == drafted else TokenKind.CORRECTION
+        # verifier cache holds [.., pending, d_1..d_L]; keep [.., pending, d_1..d_n]
+        seq.verifier_kv.truncate(seq.verifier_kv.length - (drafted - n))
+        if seq.draft_kv is not None:
+            if drafted > 0:
+                # draft cache got fed + d_1..d_{L-1}; keep what is still on the accepted path
+                context = block.fed[b] + kept + [nxt]
+                keep = min(len(block.fed[b]) + drafted - 1, len(block.fed[b]) + n)
+                seq.draft_kv.truncate(block.draft_len_before[b] + keep)
+                seq.draft_pending = context[keep:]
+            else:
+                seq.draft_pending.append(nxt)
+        seq.pending = nxt
+        if record_steps:
+            seq.request.steps.append(StepRecord(drafted, n))
+        emitted, reason = _finish_reason(seq, kept + [nxt])
+        kinds = [TokenKind.ACCEPTED] * n + [last_kind]
+        seq.request.emit(emitted, kinds[: len(emitted)], reason)
+        if reason is not None:
+            finished.append(seq)
+    return finished
