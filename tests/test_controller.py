@@ -1,0 +1,82 @@
+"""Draft-length controller rules on synthetic inputs."""
+
+import pytest
+
+from engine.config import ControllerConfig
+from engine.controller import LoadSignals, StepObservation, expected_tokens, make_controller
+
+CALM = LoadSignals(verify_queue=0, decode_p95_ms=10.0, batch_size=4)
+
+
+def feed(ctrl, rate, steps=20, draft_len=4, batch=4, draft_s=0.01, verify_s=0.05):
+    for _ in range(steps):
+        drafted = draft_len * batch
+        ctrl.observe(StepObservation(batch, draft_len, drafted, round(rate * drafted), draft_s, verify_s))
+
+
+def test_fixed_never_changes():
+    ctrl = make_controller(ControllerConfig(kind="fixed", draft_len=5))
+    feed(ctrl, 0.0)
+    assert ctrl.next_length(LoadSignals(99, 1e6, 32)) == 5
+    assert ctrl.changes == []
+
+
+def test_feedback_grows_with_high_acceptance_and_headroom_up_to_max():
+    ctrl = make_controller(ControllerConfig(kind="feedback", draft_len=4, max_len=6))
+    feed(ctrl, 0.9)
+    lengths = [ctrl.next_length(CALM) for _ in range(5)]
+    assert lengths == [5, 6, 6, 6, 6]
+    assert "acceptance" in ctrl.changes[0].reason
+
+
+def test_feedback_shrinks_on_low_acceptance_and_on_verify_backlog():
+    low = make_controller(ControllerConfig(kind="feedback", draft_len=4))
+    feed(low, 0.1)
+    assert low.next_length(CALM) == 3
+    busy = make_controller(ControllerConfig(kind="feedback", draft_len=4, target_verify_queue=2))
+    feed(busy, 0.8)
+    assert busy.next_length(LoadSignals(verify_queue=3, decode_p95_ms=0, batch_size=4)) == 3
+    assert "verify queue 3 > 2" in busy.changes[-1].reason
+
+
+def test_feedback_shrinks_when_decode_p95_is_over_target():
+    ctrl = make_controller(ControllerConfig(kind="feedback", draft_len=4, target_decode_p95_ms=50))
+    feed(ctrl, 0.8)
+    assert ctrl.next_length(LoadSignals(0, 80.0, 4)) == 3
+    assert ctrl.next_length(LoadSignals(0, 20.0, 4)) == 4  # back within target and acceptance high: grow
+
+
+def test_feedback_turns_speculation_off_under_overload_with_low_acceptance_and_probes_back():
+    ctrl = make_controller(ControllerConfig(kind="feedback", draft_len=1, min_len=1))
+    feed(ctrl, 0.05, draft_len=1)
+    assert ctrl.next_length(LoadSignals(verify_queue=9, decode_p95_ms=0, batch_size=8)) == 0
+    feed(ctrl, 0.9, draft_len=1)
+    assert ctrl.next_length(CALM) == 1
+
+
+def test_expected_tokens_formula():
+    assert expected_tokens(0, 0.5) == pytest.approx(1.0)
+    assert expected_tokens(4, 0.5) == pytest.approx((1 - 0.5**5) / 0.5)
+    assert expected_tokens(3, 1.0) == 4.0
+
+
+def test_goodput_picks_long_drafts_when_drafting_is_cheap_and_acceptance_high():
+    ctrl = make_controller(ControllerConfig(kind="goodput", draft_len=2, max_len=8))
+    for length in (1, 2, 3, 4):  # verify cost grows little with L; a draft position is cheap
+        feed(ctrl, 0.9, steps=8, draft_len=length, draft_s=0.001 * length, verify_s=0.05 + 0.001 * (length + 1))
+    assert ctrl.next_length(CALM) == 8
+
+
+def test_goodput_picks_short_or_no_drafts_when_acceptance_is_low_and_drafting_costly():
+    ctrl = make_controller(ControllerConfig(kind="goodput", draft_len=4, max_len=8))
+    for length in (1, 2, 4):
+        feed(ctrl, 0.05, steps=8, draft_len=length, draft_s=0.03 * length, verify_s=0.05 + 0.01 * (length + 1))
+    assert ctrl.next_length(CALM) == 0
+    assert "goodput" in ctrl.changes[-1].reason
+
+
+def test_invalid_controller_config_is_refused_with_a_message():
+    with pytest.raises(ValueError, match="controller must be one of"):
+        ControllerConfig(kind="magic")
+    with pytest.raises(ValueError, match="draft length"):
+        ControllerConfig(draft_len=12, max_len=8)

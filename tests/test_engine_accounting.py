@@ -1,0 +1,106 @@
+"""Every submitted request ends in exactly one final state; stop() joins every thread."""
+
+import threading
+import time
+
+import pytest
+
+from engine.base import make_engine
+from engine.config import EngineConfig, SamplingParams
+from engine.request import Request, RequestStatus
+
+FINAL = {RequestStatus.OK, RequestStatus.FAILED, RequestStatus.CANCELLED, RequestStatus.REJECTED}
+
+
+@pytest.mark.parametrize("engine", ["ar", "baseline", "pd", "pdv"])
+def test_no_request_lost_when_stopped_mid_run_under_arrivals(tiny_pair, engine):
+    eng = make_engine(engine, tiny_pair, EngineConfig(engine=engine, max_batch_size=4)).start()
+    submitted: list[Request] = []
+
+    def arrivals() -> None:
+        for i in range(40):
+            params = SamplingParams(max_new_tokens=10 + i % 30)
+            submitted.append(eng.submit(Request(f"a{i}", tiny_pair.encode_prompt("arrival " * (1 + i % 5)), params)))
+            time.sleep(0.003)
+
+    feeder = threading.Thread(target=arrivals)
+    feeder.start()
+    time.sleep(0.15)
+    start = time.monotonic()
+    eng.stop(timeout=5.0)
+    assert time.monotonic() - start < 5.0
+    feeder.join()
+    assert all(not lane.thread.is_alive() for lane in eng.lanes.values())
+    counts = {s: sum(r.status == s for r in submitted) for s in FINAL}
+    assert sum(counts.values()) == len(submitted) == 40
+    assert all(r.done.is_set() for r in submitted)
+    assert counts[RequestStatus.OK] + counts[RequestStatus.CANCELLED] > 0
+    # requests that arrived after stop() are rejected with a reason, not dropped
+    assert all(r.error for r in submitted if r.status in (RequestStatus.REJECTED, RequestStatus.CANCELLED))
+    assert eng.stats().finished == 40
+
+
+def test_invalid_requests_are_rejected_with_one_clear_error(tiny_pair):
+    eng = make_engine("baseline", tiny_pair, EngineConfig(max_cache_tokens=600)).start()
+    try:
+        empty = eng.submit(Request("empty", []))
+        too_long = eng.submit(Request("long", [1] * 10, SamplingParams(max_new_tokens=tiny_pair.max_context)))
+        over_budget = eng.submit(Request("budget", [1] * 10, SamplingParams(max_new_tokens=700)))
+        bad_token = eng.submit(Request("vocab", [tiny_pair.verifier.vocab_size + 5]))
+        good = eng.submit(Request("good", [1, 2, 3], SamplingParams(max_new_tokens=5)))
+        good.done.wait(30)
+    finally:
+        eng.stop()
+    assert empty.status == "rejected" and "empty prompt" in empty.error
+    assert too_long.status == "rejected" and "context" in too_long.error
+    assert over_budget.status == "rejected" and "budget" in over_budget.error
+    assert bad_token.status == "rejected" and "vocabulary" in bad_token.error
+    assert good.status == "ok" and good.num_output_tokens == 5
+
+
+def test_kv_budget_makes_requests_wait_instead_of_failing(tiny_pair):
+    # each request reserves 3 + 40 + 1 = 44 tokens; a budget of 100 admits two at a time
+    eng = make_engine("pd", tiny_pair, EngineConfig(engine="pd", max_cache_tokens=100))
+    requests = [Request(f"b{i}", [5, 6, 7], SamplingParams(max_new_tokens=40, stop_token_ids=())) for i in range(6)]
+    peak = 0
+
+    def watch() -> None:
+        nonlocal peak
+        while not all(r.done.is_set() for r in requests):
+            peak = max(peak, eng.budget.used)
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        eng.generate(requests, timeout=60)
+    finally:
+        eng.stop()
+        watcher.join()
+    assert all(r.status == "ok" for r in requests)
+    assert 0 < peak <= 100
+    assert eng.budget.used == 0
+
+
+def test_a_failing_forward_fails_its_requests_and_the_engine_keeps_serving(tiny_pair, monkeypatch):
+    eng = make_engine("baseline", tiny_pair).start()
+    original = eng._step
+    calls = {"n": 0}
+
+    def flaky(seqs, verify_queue=0):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("simulated device error")
+        return original(seqs, verify_queue)
+
+    monkeypatch.setattr(eng, "_step", flaky)
+    try:
+        first = eng.submit(Request("first", [1, 2, 3], SamplingParams(max_new_tokens=8)))
+        first.done.wait(30)
+        second = eng.submit(Request("second", [1, 2, 3], SamplingParams(max_new_tokens=8)))
+        second.done.wait(30)
+    finally:
+        eng.stop()
+    assert first.status == "failed" and "simulated device error" in first.error
+    assert first.output_token_ids  # what it produced before failing is kept
+    assert second.status == "ok"

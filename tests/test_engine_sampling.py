@@ -1,0 +1,75 @@
+"""Sampled outputs follow the verifier's distribution (Leviathan et al.)."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chisquare
+
+from engine.base import make_engine
+from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.request import Request
+
+
+def second_token_marginal(model, prompt: list[int]) -> np.ndarray:
+    """Exact P(token 2 = x) = sum_t1 p(t1 | prompt) p(x | prompt, t1) under the verifier."""
+    previous = model.config._attn_implementation
+    model.set_attn_implementation("sdpa")
+    try:
+        with torch.inference_mode():
+            p1 = model(torch.tensor([prompt])).logits[0, -1].double().softmax(-1)
+            vocab = p1.shape[0]
+            batch = torch.tensor([prompt + [t] for t in range(vocab)])
+            p2 = model(batch).logits[:, -1].double().softmax(-1)
+    finally:
+        model.set_attn_implementation(previous)
+    return (p1.unsqueeze(1) * p2).sum(0).numpy()
+
+
+def merged_chisquare(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> float:
+    """Chi-square p-value after pooling bins whose expected count is small."""
+    expected = probs / probs.sum() * counts.sum()
+    big = expected >= min_expected
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    return chisquare(obs, exp).pvalue
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pdv"])
+def test_sampled_second_token_follows_verifier_distribution(tiny_pair, engine):
+    prompt = tiny_pair.encode_prompt("hi")
+    trials = 800
+    config = EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3))
+    eng = make_engine(engine, tiny_pair, config)
+    requests = [
+        Request(f"s{i}", prompt, SamplingParams(temperature=1.0, max_new_tokens=4, seed=i, stop_token_ids=()))
+        for i in range(trials)
+    ]
+    try:
+        eng.generate(requests, timeout=300)
+    finally:
+        eng.stop()
+    assert sum(r.drafted for r in requests) > trials  # the second token did go through speculation
+    second = np.bincount([r.output_token_ids[1] for r in requests], minlength=tiny_pair.verifier.vocab_size)
+    exact = second_token_marginal(tiny_pair.verifier.model, prompt)
+    assert merged_chisquare(second, exact) > 1e-3
+    # power check: the draft's own marginal is told apart by the same test
+    draft_marginal = second_token_marginal(tiny_pair.draft.model, prompt)
+    assert merged_chisquare(second, draft_marginal) < 1e-3
+
+
+def test_seeded_request_samples_the_same_tokens_whatever_its_batch(tiny_pair):
+    prompt = tiny_pair.encode_prompt("reproducible")
+    params = SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=12, seed=7, stop_token_ids=())
+
+    def sample_with(neighbours: int) -> list[int]:
+        eng = make_engine("baseline", tiny_pair)
+        target = Request("target", prompt, params)
+        others = [Request(f"o{i}", tiny_pair.encode_prompt("x" * (i + 1)),
+                          SamplingParams(temperature=1.0, max_new_tokens=9, seed=100 + i)) for i in range(neighbours)]
+        try:
+            eng.generate([target, *others], timeout=60)
+        finally:
+            eng.stop()
+        return target.output_token_ids
+
+    assert sample_with(0) == sample_with(5)

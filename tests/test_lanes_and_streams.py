@@ -1,0 +1,115 @@
+"""Lane priority, the arbiter, and CUDA stream/event ordering (with a fake CUDA backend)."""
+
+import threading
+import time
+
+import torch
+
+from engine.devices import LaneStream
+from engine.lanes import LaneArbiter, choose_lane
+
+
+def test_decode_outranks_verify_outranks_prefill():
+    backlog = {"decode": 3, "verify": 2, "prefill": 5}
+    assert choose_lane({"decode", "verify", "prefill"}, backlog, 2) == "decode"
+    assert choose_lane({"verify", "prefill"}, backlog, 2) == "verify"
+    assert choose_lane({"prefill"}, backlog, 2) == "prefill"
+    assert choose_lane(set(), backlog, 2) is None
+
+
+def test_verify_is_promoted_only_when_its_backlog_exceeds_decode_by_more_than_the_margin():
+    waiting = {"decode", "verify"}
+    assert choose_lane(waiting, {"decode": 1, "verify": 3}, 2) == "decode"  # 3 > 1 + 2 is false
+    assert choose_lane(waiting, {"decode": 1, "verify": 4}, 2) == "verify"
+    assert choose_lane(waiting, {"decode": 0, "verify": 1}, 0) == "verify"
+
+
+def test_arbiter_grants_the_single_slot_by_priority():
+    arbiter = LaneArbiter(slots=1, promote_margin=2, backlog=lambda: {"decode": 1, "verify": 0, "prefill": 1})
+    order: list[str] = []
+    release = threading.Event()
+
+    def holder():
+        with arbiter.turn("prefill"):
+            order.append("prefill-first")
+            release.wait(5)
+
+    def worker(name):
+        with arbiter.turn(name):
+            order.append(name)
+
+    first = threading.Thread(target=holder)
+    first.start()
+    while not order:
+        time.sleep(0.001)
+    threads = [threading.Thread(target=worker, args=(n,)) for n in ("prefill", "verify", "decode")]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)  # all three are now waiting for the slot
+    release.set()
+    for t in [first, *threads]:
+        t.join(5)
+    assert order == ["prefill-first", "decode", "verify", "prefill"]
+
+
+class FakeEvent:
+    def __init__(self, log):
+        self.log = log
+        self.recorded_on = None
+
+    def record(self, stream):
+        self.recorded_on = stream
+        self.log.append(("record", stream.name))
+
+
+class FakeStream:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def wait_event(self, event):
+        self.log.append(("wait", self.name, event.recorded_on.name))
+
+
+class FakeCuda:
+    def __init__(self):
+        self.log, self.current, self.made = [], None, 0
+
+    def Stream(self, device):  # noqa: N802 - mirrors torch.cuda.Stream
+        self.made += 1
+        return FakeStream(self.log, f"s{self.made}")
+
+    def Event(self):  # noqa: N802
+        return FakeEvent(self.log)
+
+    def stream(self, s):
+        backend = self
+
+        class Ctx:
+            def __enter__(self):
+                backend.log.append(("enter", s.name))
+
+            def __exit__(self, *a):
+                backend.log.append(("exit", s.name))
+
+        return Ctx()
+
+
+def test_handoff_orders_consumer_stream_after_producer_event():
+    cuda = FakeCuda()
+    producer = LaneStream(torch.device("cuda"), backend=cuda)
+    consumer = LaneStream(torch.device("cuda"), backend=cuda)
+    with producer.activate():
+        event = producer.record()
+    consumer.wait(event)
+    with consumer.activate():
+        pass
+    assert cuda.log == [("enter", "s1"), ("record", "s1"), ("exit", "s1"), ("wait", "s2", "s1"),
+                        ("enter", "s2"), ("exit", "s2")]
+
+
+def test_cpu_lane_stream_is_a_no_op():
+    lane = LaneStream(torch.device("cpu"))
+    with lane.activate():
+        assert lane.record() is None
+    lane.wait(None)
+    assert lane.stream is None
