@@ -63,8 +63,11 @@ def generate(args: argparse.Namespace) -> dict:
     from engine.request import Request
 
     params = SamplingParams(
-        temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-        max_new_tokens=args.max_new_tokens, seed=args.seed,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
     )
     config = EngineConfig(engine=args.engine, controller=controller_from_args(args))
     pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device)

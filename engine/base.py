@@ -204,8 +204,10 @@ class Engine(ABC):
                 f"the model context of {self.pair.max_context} tokens"
             )
         if self._reservation(request) > self.budget.capacity:
-            return f"request needs {self._reservation(request)} KV tokens, more than the whole budget " \
-                   f"({self.budget.capacity}); raise max_cache_tokens"
+            return (
+                f"request needs {self._reservation(request)} KV tokens, more than the whole budget "
+                f"({self.budget.capacity}); raise max_cache_tokens"
+            )
         return None
 
     def _reservation(self, request: Request) -> int:
@@ -282,8 +284,7 @@ class Engine(ABC):
         self._count(tokens=emitted - block.emitted_before, drafted=drafted, accepted=accepted)
         if self.speculative:
             self.controller.observe(
-                StepObservation(len(block.seqs), max(block.lens, default=0), drafted, accepted,
-                                block.draft_s, verify_s)
+                StepObservation(len(block.seqs), max(block.lens, default=0), drafted, accepted, block.draft_s, verify_s)
             )
         self._retire(finished)
         return [s for s in block.seqs if not s.finished]

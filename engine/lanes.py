@@ -56,8 +56,7 @@ class LaneArbiter:
         with self._cond:
             self._waiting.add(lane)
             while not (
-                self._active < self.slots
-                and choose_lane(self._waiting, self._backlog(), self.promote_margin) == lane
+                self._active < self.slots and choose_lane(self._waiting, self._backlog(), self.promote_margin) == lane
             ):
                 self._cond.wait(timeout=0.05)
             self._waiting.discard(lane)

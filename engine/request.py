@@ -144,9 +144,7 @@ class Request:
         assert status in (RequestStatus.FAILED, RequestStatus.CANCELLED, RequestStatus.REJECTED)
         self._finish(status, error, time.perf_counter())
 
-    def _finish(
-        self, status: RequestStatus, error: str | None, now: float, last_tokens: tuple[int, ...] = ()
-    ) -> None:
+    def _finish(self, status: RequestStatus, error: str | None, now: float, last_tokens: tuple[int, ...] = ()) -> None:
         if self.status.finished:
             return
         self.status = status

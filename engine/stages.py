@@ -168,8 +168,9 @@ def verify_block(verifier: ModelRunner, block: DraftBlock) -> torch.Tensor:
     grid = torch.cat([pending, block.tokens], dim=1).view(-1)  # [B * (Lmax+1)]
     counts = [n + 1 for n in block.lens]
     flat = torch.tensor([b * (width + 1) + j for b, n in enumerate(counts) for j in range(n)], device=device)
-    logits = verifier.forward([seq.verifier_kv for seq in block.seqs], grid[flat], counts,
-                              torch.arange(flat.shape[0], device=device))
+    logits = verifier.forward(
+        [seq.verifier_kv for seq in block.seqs], grid[flat], counts, torch.arange(flat.shape[0], device=device)
+    )
     row_of_token = [b for b, n in enumerate(counts) for _ in range(n)]
     p = probabilities(logits, block.rows.select(row_of_token))
     target = torch.zeros(batch * (width + 1), p.shape[-1], device=device)

@@ -45,4 +45,4 @@ def hf_greedy(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int
             out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
     finally:
         model.set_attn_implementation(previous)
-    return out[0, len(prompt_ids):].tolist()
+    return out[0, len(prompt_ids) :].tolist()

@@ -13,9 +13,22 @@ from engine.runner import ModelRunner
 from tests.conftest import hf_greedy
 
 PROMPTS = [
-    "hello world", "a", "the quick brown fox jumps over", "xyz" * 12, "lorem ipsum dolor sit amet",
-    "q", "speculative decoding is", "abc def", "0123456789", "tiny models, big claims",
-    "disaggregate the verify stage", "!", "mixed lengths matter here", "PD-Verify", "zz", "one more prompt",
+    "hello world",
+    "a",
+    "the quick brown fox jumps over",
+    "xyz" * 12,
+    "lorem ipsum dolor sit amet",
+    "q",
+    "speculative decoding is",
+    "abc def",
+    "0123456789",
+    "tiny models, big claims",
+    "disaggregate the verify stage",
+    "!",
+    "mixed lengths matter here",
+    "PD-Verify",
+    "zz",
+    "one more prompt",
 ]
 
 
@@ -28,8 +41,10 @@ def make_requests(pair, max_new=lambda i: 4 + 3 * (i % 7), stop=()):
 
 @pytest.fixture(scope="module")
 def references(tiny_pair):
-    return {r.request_id: hf_greedy(tiny_pair.verifier.model, r.prompt_token_ids, r.params.max_new_tokens)
-            for r in make_requests(tiny_pair)}
+    return {
+        r.request_id: hf_greedy(tiny_pair.verifier.model, r.prompt_token_ids, r.params.max_new_tokens)
+        for r in make_requests(tiny_pair)
+    }
 
 
 def run(pair, engine, config=None, requests=None):

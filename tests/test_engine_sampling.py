@@ -64,8 +64,14 @@ def test_seeded_request_samples_the_same_tokens_whatever_its_batch(tiny_pair):
     def sample_with(neighbours: int) -> list[int]:
         eng = make_engine("baseline", tiny_pair)
         target = Request("target", prompt, params)
-        others = [Request(f"o{i}", tiny_pair.encode_prompt("x" * (i + 1)),
-                          SamplingParams(temperature=1.0, max_new_tokens=9, seed=100 + i)) for i in range(neighbours)]
+        others = [
+            Request(
+                f"o{i}",
+                tiny_pair.encode_prompt("x" * (i + 1)),
+                SamplingParams(temperature=1.0, max_new_tokens=9, seed=100 + i),
+            )
+            for i in range(neighbours)
+        ]
         try:
             eng.generate([target, *others], timeout=60)
         finally:

@@ -103,8 +103,14 @@ def test_handoff_orders_consumer_stream_after_producer_event():
     consumer.wait(event)
     with consumer.activate():
         pass
-    assert cuda.log == [("enter", "s1"), ("record", "s1"), ("exit", "s1"), ("wait", "s2", "s1"),
-                        ("enter", "s2"), ("exit", "s2")]
+    assert cuda.log == [
+        ("enter", "s1"),
+        ("record", "s1"),
+        ("exit", "s1"),
+        ("wait", "s2", "s1"),
+        ("enter", "s2"),
+        ("exit", "s2"),
+    ]
 
 
 def test_cpu_lane_stream_is_a_no_op():

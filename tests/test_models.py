@@ -14,9 +14,16 @@ from tests.conftest import ROOT
 
 
 def save_llama(path, vocab_size: int, with_tokenizer: bool = True):
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
-                         eos_token_id=vocab_size - 1)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=256,
+        eos_token_id=vocab_size - 1,
+    )
     LlamaForCausalLM(config).save_pretrained(path)
     if with_tokenizer:
         tiny_tokenizer().save_pretrained(path)
@@ -73,8 +80,21 @@ def test_cuda_without_a_gpu_warns_and_uses_the_cpu(caplog):
 
 
 def test_cli_generate_prints_one_json_object():
-    cmd = [sys.executable, "-m", "engine", "generate", "--engine", "baseline", "--preset", "tiny",
-           "--prompt", "hi", "--max-new-tokens", "16", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine",
+        "generate",
+        "--engine",
+        "baseline",
+        "--preset",
+        "tiny",
+        "--prompt",
+        "hi",
+        "--max-new-tokens",
+        "16",
+        "--json",
+    ]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
@@ -87,8 +107,21 @@ def test_cli_generate_prints_one_json_object():
 
 @pytest.mark.parametrize("engine", ["ar", "pdv"])
 def test_cli_generate_works_for_every_engine_and_rejects_bad_flags(engine):
-    cmd = [sys.executable, "-m", "engine", "generate", "--engine", engine, "--preset", "tiny",
-           "--prompt", "hello", "--max-new-tokens", "5", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine",
+        "generate",
+        "--engine",
+        engine,
+        "--preset",
+        "tiny",
+        "--prompt",
+        "hello",
+        "--max-new-tokens",
+        "5",
+        "--json",
+    ]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)["token_ids"]) == 5
