@@ -1,0 +1,122 @@
+"""pandas views of runs, identical whether built live or read back from files.
+
+``RunFrames`` holds one DataFrame per file with exactly the file's columns.
+``live_frames`` builds them from in-memory ``RunRecord``s (a run the dashboard
+just made); ``metrics.runs.load_run_dir`` reads them from a run directory.
+Both pass through ``normalize``, so a chart cannot tell the two apart: text
+columns stay text, every other column is numeric with NaN for an empty cell.
+
+The helpers at the bottom shape frames for charts (long format, one row per
+point, a readable ``label`` per run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass, fields
+
+import numpy as np
+import pandas as pd
+
+from metrics.export import RunRecord, output_object, request_rows, summary_row, timeseries_rows
+from metrics.schema import OUTPUT_FIELDS, REQUEST_COLUMNS, SUMMARY_COLUMNS, TEXT_COLUMNS, TIMESERIES_COLUMNS
+from metrics.timeseries import TimeseriesRow
+
+
+@dataclass(frozen=True)
+class RunFrames:
+    requests: pd.DataFrame  # REQUEST_COLUMNS
+    timeseries: pd.DataFrame  # TIMESERIES_COLUMNS
+    summary: pd.DataFrame  # SUMMARY_COLUMNS
+    outputs: pd.DataFrame  # OUTPUT_FIELDS (token ids as lists)
+
+
+def normalize(df: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """Exactly ``columns`` in order; text columns as strings, the rest numeric (NaN = empty)."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"missing columns: {', '.join(missing)}")
+    out = df.loc[:, list(columns)].copy()
+    for column in columns:
+        if column in TEXT_COLUMNS:
+            out[column] = out[column].astype("str").where(out[column].notna(), np.nan)
+        else:
+            out[column] = pd.to_numeric(out[column])
+    return out.reset_index(drop=True)
+
+
+def _frame(rows: list[tuple], columns: Sequence[str]) -> pd.DataFrame:
+    return normalize(pd.DataFrame(rows, columns=list(columns), dtype=object), columns)
+
+
+def live_frames(records: Sequence[RunRecord]) -> RunFrames:
+    """Frames of in-memory runs, the same as writing them and loading the directory."""
+    requests = [row for r in records for row in request_rows(r.key, r.requests)]
+    series = [row for r in records for row in timeseries_rows(r.key, r.timeseries)]
+    summaries = [summary_row(r.summary) for r in records]
+    outputs = [output_object(o) for r in records for o in r.outputs]
+    return RunFrames(
+        requests=_frame(requests, REQUEST_COLUMNS),
+        timeseries=_frame(series, TIMESERIES_COLUMNS),
+        summary=_frame(summaries, SUMMARY_COLUMNS),
+        outputs=pd.DataFrame(outputs, columns=list(OUTPUT_FIELDS)),
+    )
+
+
+def timeseries_frame(rows: Sequence[TimeseriesRow]) -> pd.DataFrame:
+    """Every field of in-memory time series rows (lane busy shares, GPM counters included).
+
+    For a run in progress (``LiveSnapshot.timeseries``); timeseries.csv keeps only
+    ``TIMESERIES_COLUMNS``.
+    """
+    columns = [f.name for f in fields(TimeseriesRow)]
+    frame = pd.DataFrame([astuple(r) for r in rows], columns=columns, dtype=object)
+    return frame.apply(pd.to_numeric).astype(float) if rows else frame.astype(float)
+
+
+# --------------------------------------------------------------------------
+# Chart helpers
+# --------------------------------------------------------------------------
+
+
+def run_labels(summary: pd.DataFrame) -> dict[str, str]:
+    """run_id -> "engine · load", e.g. ``pdv · C=4`` or ``pd · R=2/s (C<=8)``."""
+    labels = {}
+    for row in summary.itertuples(index=False):
+        if pd.isna(row.request_rate):
+            load = f"C={int(row.concurrency)}"
+        else:
+            cap = "" if pd.isna(row.concurrency) else f" (C<={int(row.concurrency)})"
+            load = f"R={row.request_rate:g}/s{cap}"
+        labels[str(row.run_id)] = f"{row.engine} · {load}"
+    return labels
+
+
+def with_labels(df: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """``df`` plus a ``label`` column naming each row's run (for legends)."""
+    labels = run_labels(summary)
+    out = df.copy()
+    out["label"] = out["run_id"].map(labels).fillna(out["run_id"])
+    return out
+
+
+def cdf(requests: pd.DataFrame, column: str, completed_only: bool = True) -> pd.DataFrame:
+    """Empirical CDF of a request column per run: run_id, engine, concurrency, value, fraction."""
+    df = requests
+    if completed_only:
+        df = df[df["status"] == "ok"]
+    df = df[["run_id", "engine", "concurrency", column]].dropna(subset=[column])
+    parts = []
+    for _, group in df.groupby("run_id", sort=False):
+        g = group.sort_values(column).rename(columns={column: "value"})
+        g["fraction"] = np.arange(1, len(g) + 1) / len(g)
+        parts.append(g)
+    if not parts:
+        return pd.DataFrame(columns=["run_id", "engine", "concurrency", "value", "fraction"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def summary_long(summary: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """One row per run and metric: run_id, engine, concurrency, request_rate, metric, value."""
+    ids = ["run_id", "engine", "concurrency", "request_rate"]
+    return summary.melt(id_vars=ids, value_vars=list(metrics), var_name="metric", value_name="value")

@@ -1,0 +1,111 @@
+"""Finding and reading run directories (the dashboard's "Runs" page).
+
+A run directory is any directory holding ``run.json``; ``list_run_dirs`` finds
+them under a root (default ``runs/``), newest first, and ``load_run_dir`` reads
+the five files into ``RunFrames`` plus the run.json entries. A file that is
+missing (a sweep cancelled before its first run finished) reads as an empty
+frame with the right columns.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from metrics.export import RunFilesError, _read_run_json
+from metrics.frames import RunFrames, normalize
+from metrics.schema import (
+    OUTPUT_FIELDS,
+    OUTPUTS_JSONL,
+    REQUEST_COLUMNS,
+    REQUESTS_CSV,
+    RUN_JSON,
+    SUMMARY_COLUMNS,
+    SUMMARY_CSV,
+    TEXT_COLUMNS,
+    TIMESERIES_COLUMNS,
+    TIMESERIES_CSV,
+)
+
+DEFAULT_ROOT = Path("runs")
+
+
+@dataclass(frozen=True)
+class RunDirInfo:
+    path: Path
+    modified: float  # mtime of run.json, seconds since the epoch
+    run_ids: tuple[str, ...]
+    engines: tuple[str, ...]  # distinct, in first-run order
+
+
+@dataclass(frozen=True)
+class RunDirectory:
+    path: Path
+    runs: tuple[dict[str, Any], ...]  # run.json entries: configuration, models, device, versions
+    frames: RunFrames
+
+
+def list_run_dirs(root: str | Path = DEFAULT_ROOT, max_depth: int = 3) -> list[RunDirInfo]:
+    """Run directories at or below ``root`` (at most ``max_depth`` levels down), newest first."""
+    root = Path(root)
+    found: list[RunDirInfo] = []
+    if not root.is_dir():
+        return found
+    candidates = [root / RUN_JSON]
+    for depth in range(1, max_depth + 1):
+        candidates.extend(root.glob("/".join(["*"] * depth) + "/" + RUN_JSON))
+    for run_json in candidates:
+        if not run_json.is_file():
+            continue
+        try:
+            runs = _read_run_json(run_json)["runs"]
+        except RunFilesError:
+            continue  # not ours, or half-written by another tool: not a run directory
+        run_ids = tuple(str(r.get("run_id")) for r in runs)
+        engines = tuple(dict.fromkeys(str(r.get("engine")) for r in runs))
+        found.append(RunDirInfo(run_json.parent, run_json.stat().st_mtime, run_ids, engines))
+    return sorted(found, key=lambda info: info.modified, reverse=True)
+
+
+def read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """A run CSV as written (empty frame with ``columns`` if the file is missing)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return normalize(pd.DataFrame(columns=list(columns)), columns)
+    # "" is the only missing value: an id such as "NA" or "null" must stay text
+    df = pd.read_csv(
+        path,
+        dtype={c: str for c in TEXT_COLUMNS if c in columns},
+        keep_default_na=False,
+        na_values=[""],
+    )
+    if tuple(df.columns) != columns:
+        raise RunFilesError(f"{path} does not have the expected columns")
+    return normalize(df, columns)
+
+
+def read_outputs(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        return pd.DataFrame(columns=list(OUTPUT_FIELDS))
+    with open(path, encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return pd.DataFrame(rows, columns=list(OUTPUT_FIELDS))
+
+
+def load_run_dir(path: str | Path) -> RunDirectory:
+    """Everything in one run directory; raises ``RunFilesError`` if it is not one."""
+    path = Path(path)
+    run_json = path / RUN_JSON
+    if not run_json.is_file():
+        raise RunFilesError(f"{path} is not a run directory (no {RUN_JSON})")
+    runs = tuple(_read_run_json(run_json)["runs"])
+    frames = RunFrames(
+        requests=read_csv(path / REQUESTS_CSV, REQUEST_COLUMNS),
+        timeseries=read_csv(path / TIMESERIES_CSV, TIMESERIES_COLUMNS),
+        summary=read_csv(path / SUMMARY_CSV, SUMMARY_COLUMNS),
+        outputs=read_outputs(path / OUTPUTS_JSONL),
+    )
+    return RunDirectory(path, runs, frames)

@@ -1,0 +1,45 @@
+"""Columns of the files a benchmark writes (one directory per invocation).
+
+* ``requests.csv``   – one row per submitted request and run.
+* ``timeseries.csv`` – one row per sampling window and run.
+* ``summary.csv``    – one row per run.
+* ``outputs.jsonl``  – one JSON object per request and run: prompt and generated tokens/text.
+* ``run.json``       – configuration, models, device, package versions, per run.
+
+Every row carries ``run_id`` (and ``engine``, ``concurrency``), so a directory
+can hold many runs and new runs are appended. A cell that does not apply – a
+lane the engine lacks, GPU counters without a GPU, TPOT of a one-token output –
+is empty, never 0.
+"""
+
+from __future__ import annotations
+
+REQUESTS_CSV = "requests.csv"
+TIMESERIES_CSV = "timeseries.csv"
+SUMMARY_CSV = "summary.csv"
+OUTPUTS_JSONL = "outputs.jsonl"
+RUN_JSON = "run.json"
+RUN_FILES = (REQUESTS_CSV, TIMESERIES_CSV, SUMMARY_CSV, OUTPUTS_JSONL, RUN_JSON)
+
+REQUEST_COLUMNS = (
+    "run_id", "engine", "concurrency", "request_rate", "request_id", "prompt_tokens", "output_tokens",
+    "arrival_s", "first_token_s", "finish_s", "ttft_ms", "tpot_ms", "e2e_ms", "queue_ms",
+    "drafted_tokens", "accepted_tokens", "verify_steps", "status", "error",
+)  # fmt: skip
+
+TIMESERIES_COLUMNS = (
+    "run_id", "engine", "concurrency", "t_s", "tokens_per_s", "running", "queue_prefill", "queue_decode",
+    "queue_verify", "draft_len", "acceptance_rate", "gpu_util", "gpu_mem_util", "cpu_util", "rss_mb",
+)  # fmt: skip
+
+SUMMARY_COLUMNS = (
+    "run_id", "engine", "concurrency", "request_rate", "num_requests", "completed", "failed", "duration_s",
+    "output_tok_s", "req_s", "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms",
+    "tpot_p99_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms", "acceptance_rate",
+    "mean_acceptance_length", "goodput_req_s",
+)  # fmt: skip
+
+OUTPUT_FIELDS = ("run_id", "engine", "request_id", "prompt", "prompt_token_ids", "output_token_ids", "text")
+
+# Columns read back as text whatever they look like (a ShareGPT id can look like a number).
+TEXT_COLUMNS = ("run_id", "engine", "request_id", "status", "error")

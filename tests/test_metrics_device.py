@@ -1,0 +1,161 @@
+"""Device probes against a fake NVML module: counters, GPM pairing, and visible fallbacks."""
+
+from __future__ import annotations
+
+import logging
+import types
+
+import pytest
+
+from metrics.device import HostProbe, NvmlProbe, open_probe
+
+
+class FakeNVMLError(Exception):
+    pass
+
+
+def fake_nvml(
+    *,
+    init_fails: bool = False,
+    count: int = 1,
+    gpm: bool | None = True,  # None: the driver lacks the GPM entry points
+    util: float = 73.0,
+    used: int = 3 * 1024**3,
+    total: int = 12 * 1024**3,
+) -> types.SimpleNamespace:
+    """A pynvml-shaped module recording calls; GPM metric values grow with each sample."""
+    m = types.SimpleNamespace(calls=[], samples_alive=set(), next_sample=0, fail_sampling=False)
+    m.NVMLError = FakeNVMLError
+    m.NVML_GPM_METRIC_SM_OCCUPANCY = 3
+    m.NVML_GPM_METRIC_DRAM_BW_UTIL = 10
+    m.NVML_GPM_METRICS_GET_VERSION = 1
+
+    def init():
+        m.calls.append("init")
+        if init_fails:
+            raise FakeNVMLError("Driver Not Loaded")
+
+    def check():
+        if m.fail_sampling:
+            raise FakeNVMLError("GPU is lost")
+
+    m.nvmlInit = init
+    m.nvmlShutdown = lambda: m.calls.append("shutdown")
+    m.nvmlDeviceGetCount = lambda: count
+    m.nvmlDeviceGetHandleByIndex = lambda i: f"handle{i}"
+    m.nvmlDeviceGetName = lambda h: b"Fake GPU 80GB"
+
+    def utilization(h):
+        check()
+        return types.SimpleNamespace(gpu=util, memory=5)
+
+    def memory(h):
+        check()
+        return types.SimpleNamespace(used=used, total=total, free=total - used)
+
+    m.nvmlDeviceGetUtilizationRates = utilization
+    m.nvmlDeviceGetMemoryInfo = memory
+    if gpm is not None:
+        m.nvmlGpmQueryDeviceSupport = lambda h: types.SimpleNamespace(isSupportedDevice=int(gpm))
+
+        def alloc():
+            m.next_sample += 1
+            m.samples_alive.add(m.next_sample)
+            return m.next_sample
+
+        m.nvmlGpmSampleAlloc = alloc
+        m.nvmlGpmSampleGet = lambda h, s: s
+        m.nvmlGpmSampleFree = lambda s: m.samples_alive.discard(s)
+
+        class MetricsGet:
+            def __init__(self):
+                self.metrics = [types.SimpleNamespace(metricId=0, nvmlReturn=0, value=0.0) for _ in range(4)]
+
+        m.c_nvmlGpmMetricsGet_t = MetricsGet
+
+        def metrics_get(req):
+            assert req.version == 1 and req.sample2 == req.sample1 + 1  # consecutive samples are paired
+            for slot in range(req.numMetrics):
+                metric = req.metrics[slot]
+                metric.value = {3: 40.0 + req.sample1, 10: 60.0 + req.sample1}[metric.metricId]
+            return req
+
+        m.nvmlGpmMetricsGet = metrics_get
+    return m
+
+
+def test_nvml_probe_reports_sm_and_memory_utilisation():
+    nvml = fake_nvml(gpm=False)
+    probe = open_probe("cuda:0", nvml=nvml)
+    assert isinstance(probe, NvmlProbe)
+    s = probe.sample()
+    assert s.gpu_util == 73.0
+    assert s.gpu_mem_util == pytest.approx(25.0)
+    assert s.gpu_mem_used_mb == pytest.approx(3 * 1024)
+    assert s.sm_occupancy is None and s.dram_bw_util is None
+    assert s.rss_mb > 0
+    info = probe.info
+    assert info.source == "nvml" and info.device == "Fake GPU 80GB (cuda:0)"
+    assert not info.gpm and "not supported" in info.reason
+    probe.close()
+    assert nvml.calls[-1] == "shutdown"
+
+
+def test_gpm_metrics_come_from_consecutive_sample_pairs_and_samples_are_freed():
+    nvml = fake_nvml(gpm=True)
+    probe = open_probe("cuda", nvml=nvml)
+    assert probe.info.gpm
+    first = probe.sample()
+    assert first.sm_occupancy is None  # a rate needs two samples
+    second = probe.sample()
+    assert (second.sm_occupancy, second.dram_bw_util) == (41.0, 61.0)
+    third = probe.sample()
+    assert (third.sm_occupancy, third.dram_bw_util) == (42.0, 62.0)
+    assert nvml.samples_alive == {3}
+    probe.close()
+    assert nvml.samples_alive == set()
+
+
+def test_driver_without_gpm_entry_points_is_reported_not_fatal():
+    probe = open_probe("cuda:0", nvml=fake_nvml(gpm=None))
+    assert probe.info.source == "nvml" and not probe.info.gpm
+    assert "GPM metrics unavailable" in probe.info.reason
+    assert probe.sample().gpu_util == 73.0
+
+
+def test_nvml_that_cannot_start_falls_back_to_psutil_and_says_why(caplog):
+    with caplog.at_level(logging.WARNING, logger="metrics.device"):
+        probe = open_probe("cuda:0", nvml=fake_nvml(init_fails=True))
+    assert isinstance(probe, HostProbe)
+    assert probe.info.source == "psutil"
+    assert "Driver Not Loaded" in probe.info.reason
+    assert "Driver Not Loaded" in caplog.text
+    s = probe.sample()
+    assert s.gpu_util is None and s.gpu_mem_util is None and s.rss_mb > 0
+
+
+def test_missing_gpu_index_falls_back_with_the_count_in_the_reason():
+    nvml = fake_nvml(count=1)
+    probe = open_probe("cuda:3", nvml=nvml)
+    assert probe.info.source == "psutil" and "sees 1 GPU" in probe.info.reason
+    assert nvml.calls[-1] == "shutdown"
+
+
+def test_cpu_models_use_the_host_probe_with_a_reason():
+    probe = open_probe("cpu")
+    assert probe.info.source == "psutil" and "cpu" in probe.info.reason
+    first, second = probe.sample(), probe.sample()
+    assert first.cpu_util is None  # psutil needs a previous reading
+    assert second.cpu_util is not None and 0.0 <= second.cpu_util <= 100.0
+
+
+def test_a_failing_sample_leaves_gpu_cells_empty_and_warns_once(caplog):
+    nvml = fake_nvml(gpm=False)
+    probe = open_probe("cuda:0", nvml=nvml)
+    nvml.fail_sampling = True
+    with caplog.at_level(logging.WARNING, logger="metrics.device"):
+        a, b = probe.sample(), probe.sample()
+    assert a.gpu_util is None and b.gpu_mem_util is None and b.rss_mb > 0
+    assert caplog.text.count("GPU is lost") == 1
+    nvml.fail_sampling = False
+    assert probe.sample().gpu_util == 73.0

@@ -1,0 +1,159 @@
+"""The run files: exact columns, empty cells where a value does not apply, appending, reading back."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pandas as pd
+import pytest
+
+from metrics.export import RequestOutput, RunFilesError, RunRecord, write_run
+from metrics.frames import cdf, live_frames, run_labels, summary_long
+from metrics.request_metrics import RequestMetrics
+from metrics.run_key import RunKey
+from metrics.runs import list_run_dirs, load_run_dir
+from metrics.schema import (
+    OUTPUT_FIELDS,
+    REQUEST_COLUMNS,
+    RUN_FILES,
+    SUMMARY_COLUMNS,
+    TIMESERIES_COLUMNS,
+)
+from metrics.summary import summarize
+from metrics.timeseries import TimeseriesRow
+
+
+def request(
+    rid: str, out: int, tpot: float | None, status: str = "ok", error: str | None = None
+) -> RequestMetrics:
+    return RequestMetrics(
+        rid, status, error, 7, out, 0.5, 0.6, 0.9, 100.0, tpot, 400.0, 1.5, (1.0,) * max(0, out - 1), 0, 0, 0
+    )
+
+
+def ts_row(t: float) -> TimeseriesRow:
+    return TimeseriesRow(
+        t_s=t,
+        window_s=0.25,
+        tokens_per_s=40.0,
+        running=2,
+        waiting=1,
+        queue_prefill=None,
+        queue_decode=None,
+        queue_verify=None,
+        draft_len=None,
+        acceptance_rate=None,
+        busy_prefill=None,
+        busy_decode=None,
+        busy_verify=None,
+        busy_loop=0.9,
+        gpu_util=None,
+        gpu_mem_util=None,
+        sm_occupancy=None,
+        dram_bw_util=None,
+        cpu_util=50.0,
+        rss_mb=512.0,
+    )
+
+
+def ar_record(run_id: str = "run-ar") -> RunRecord:
+    key = RunKey(run_id, "ar", 2, None)
+    reqs = (
+        request("NA", 1, None),  # one token: no TPOT; an id pandas would read as missing by default
+        request("007", 3, 12.5),  # looks like a number, must stay text
+        request("r3", 0, None, status="rejected", error="prompt, too long\nfor the model"),
+    )
+    return RunRecord(
+        key=key,
+        requests=reqs,
+        timeseries=(ts_row(0.25), ts_row(0.5)),
+        summary=summarize(key, reqs, duration_s=2.0),
+        outputs=(RequestOutput(run_id, "ar", "NA", "hi", (1, 2), (3,), "x"),),
+        meta={"seed": 3},
+    )
+
+
+def read_raw(path):
+    with open(path, newline="") as fh:
+        return list(csv.reader(fh))
+
+
+def test_csv_files_have_the_exact_columns_and_empty_cells_where_not_applicable(tmp_path):
+    write_run(tmp_path, ar_record())
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(RUN_FILES)
+    requests = read_raw(tmp_path / "requests.csv")
+    assert tuple(requests[0]) == REQUEST_COLUMNS
+    one_token = dict(zip(REQUEST_COLUMNS, requests[1], strict=True))
+    assert one_token["tpot_ms"] == "" and one_token["request_rate"] == "" and one_token["error"] == ""
+    assert one_token["ttft_ms"] == "100.0" and one_token["concurrency"] == "2"
+    series = read_raw(tmp_path / "timeseries.csv")
+    assert tuple(series[0]) == TIMESERIES_COLUMNS
+    cells = dict(zip(TIMESERIES_COLUMNS, series[1], strict=True))
+    not_applicable = ("queue_prefill", "queue_decode", "queue_verify", "draft_len", "acceptance_rate")
+    for column in (*not_applicable, "gpu_util", "gpu_mem_util"):
+        assert cells[column] == "", column
+    assert cells["cpu_util"] == "50.0" and cells["running"] == "2"
+    summary = read_raw(tmp_path / "summary.csv")
+    assert tuple(summary[0]) == SUMMARY_COLUMNS
+    row = dict(zip(SUMMARY_COLUMNS, summary[1], strict=True))
+    assert row["acceptance_rate"] == "" and row["goodput_req_s"] == ""
+    assert (row["completed"], row["failed"]) == ("2", "1")
+    output = json.loads((tmp_path / "outputs.jsonl").read_text().splitlines()[0])
+    assert tuple(output) == OUTPUT_FIELDS and output["output_token_ids"] == [3]
+    run_json = json.loads((tmp_path / "run.json").read_text())
+    assert run_json["runs"][0]["run_id"] == "run-ar" and run_json["runs"][0]["seed"] == 3
+
+
+def test_a_second_run_is_appended_and_reads_back_like_the_live_frames(tmp_path):
+    first, second = ar_record("run-1"), ar_record("run-2")
+    write_run(tmp_path, first)
+    write_run(tmp_path, second)
+    loaded = load_run_dir(tmp_path)
+    live = live_frames([first, second])
+    assert [r["run_id"] for r in loaded.runs] == ["run-1", "run-2"]
+    assert list(loaded.frames.summary["run_id"]) == ["run-1", "run-2"]
+    for name in ("requests", "timeseries", "summary"):
+        pd.testing.assert_frame_equal(getattr(loaded.frames, name), getattr(live, name), check_exact=False)
+    reqs = loaded.frames.requests
+    assert list(reqs["request_id"][:2]) == ["NA", "007"]
+    assert reqs["error"].iloc[2] == "prompt, too long\nfor the model"
+    assert pd.isna(reqs["tpot_ms"].iloc[0]) and pd.isna(reqs["error"].iloc[0])
+    assert loaded.frames.outputs["output_token_ids"].iloc[0] == [3]
+
+
+def test_open_loop_rates_round_trip_including_infinity(tmp_path):
+    key = RunKey("run-inf", "pd", None, float("inf"))
+    reqs = (request("a", 2, 5.0),)
+    write_run(tmp_path, RunRecord(key, reqs, (), summarize(key, reqs, 1.0), ()))
+    loaded = load_run_dir(tmp_path)
+    assert loaded.frames.summary["request_rate"].iloc[0] == float("inf")
+    assert pd.isna(loaded.frames.summary["concurrency"].iloc[0])
+    assert loaded.runs[0]["request_rate"] == "inf"  # JSON has no infinity
+    assert run_labels(loaded.frames.summary) == {"run-inf": "pd · R=inf/s"}
+
+
+def test_a_directory_with_other_columns_is_refused_before_anything_is_appended(tmp_path):
+    (tmp_path / "summary.csv").write_text("run_id,something_else\nx,1\n")
+    with pytest.raises(RunFilesError, match="summary.csv"):
+        write_run(tmp_path, ar_record())
+    assert not (tmp_path / "requests.csv").exists()
+
+
+def test_run_directories_are_listed_newest_first_and_foreign_json_is_skipped(tmp_path):
+    write_run(tmp_path / "a", ar_record("run-a"))
+    write_run(tmp_path / "nested" / "b", ar_record("run-b"))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "run.json").write_text('{"not": "ours"}')
+    found = list_run_dirs(tmp_path)
+    assert [info.run_ids for info in found] == [("run-b",), ("run-a",)]
+    assert found[0].engines == ("ar",)
+    assert list_run_dirs(tmp_path / "missing") == []
+
+
+def test_chart_helpers_shape_frames_per_run(tmp_path):
+    frames = live_frames([ar_record("run-1")])
+    c = cdf(frames.requests, "ttft_ms")
+    assert list(c["fraction"]) == [0.5, 1.0]  # only completed requests: the rejected one is left out
+    long = summary_long(frames.summary, ["req_s", "output_tok_s"])
+    assert set(long["metric"]) == {"req_s", "output_tok_s"} and len(long) == 2

@@ -1,0 +1,272 @@
+"""Replay accounting, progress, cancel and timeout, sweeps and jobs – against a fake engine.
+
+The fake engine serves requests in order on one worker thread, emitting two
+tokens per "verify step" (one accepted, one bonus, out of three drafted), and
+rejects or fails requests whose id says so. Everything but timing is therefore
+known in advance.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from engine.config import EngineConfig, SamplingParams
+from engine.models import tiny_tokenizer
+from engine.request import Request, RequestStatus, StepRecord, TokenKind
+from metrics.device import DeviceSample, ProbeInfo
+from metrics.runs import load_run_dir
+from metrics.schema import REQUEST_COLUMNS, RUN_FILES, SUMMARY_COLUMNS
+from workloads.arrivals import ClosedLoop, OpenLoop
+from workloads.job import ReplayJob
+from workloads.replay import LiveRun, replay
+from workloads.sweep import SweepPlan, run_sweep
+from workloads.trace import Trace, TraceItem
+
+
+@dataclass(frozen=True)
+class Lane:
+    name: str
+    queue_depth: int
+    busy_s: float
+
+
+@dataclass(frozen=True)
+class Stats:
+    engine: str
+    time: float
+    waiting: int
+    running: int
+    lanes: tuple[Lane, ...]
+    draft_len: int | None
+    tokens_emitted: int
+    drafted: int
+    accepted: int
+    finished: int
+
+
+class FakeEngine:
+    def __init__(self, name: str, config: EngineConfig, step_s: float = 0.001) -> None:
+        self.name = name
+        self.config = config
+        self.step_s = step_s
+        self.inbox: queue.Queue[Request] = queue.Queue()
+        self.live: list[Request] = []
+        self.lock = threading.Lock()
+        self.tokens = self.drafted = self.accepted = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._work, daemon=True)
+        self.started = False
+
+    def start(self) -> FakeEngine:
+        self.started = True
+        self.thread.start()
+        return self
+
+    def submit(self, request: Request) -> Request:
+        assert self.started
+        request.mark_arrived()
+        if "reject" in request.request_id:
+            request.fail(RequestStatus.REJECTED, "prompt exceeds the model context")
+            return request
+        with self.lock:
+            self.live.append(request)
+        self.inbox.put(request)
+        return request
+
+    def _work(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                request = self.inbox.get(timeout=0.01)
+            except queue.Empty:
+                continue
+            request.mark_admitted()
+            while not request.status.finished and not self.stopping.is_set():
+                if "fail" in request.request_id and request.num_output_tokens >= 2:
+                    request.fail(RequestStatus.FAILED, "RuntimeError: boom")
+                    break
+                time.sleep(self.step_s)
+                request.steps.append(StepRecord(3, 1))
+                done = request.num_output_tokens + 2 >= request.params.max_new_tokens
+                request.emit([7, 8], [TokenKind.ACCEPTED, TokenKind.BONUS], "length" if done else None)
+                with self.lock:
+                    self.tokens += 2
+                    self.drafted += 3
+                    self.accepted += 1
+            if request.status.finished:  # one cut short by stop is cancelled by stop()
+                with self.lock:
+                    self.live.remove(request)
+
+    def stats(self) -> Stats:
+        with self.lock:
+            running = len(self.live)
+            return Stats(self.name, time.perf_counter(), self.inbox.qsize(), running,
+                         (Lane("prefill", 0, 0.0), Lane("decode", self.inbox.qsize(), 0.0)), 3,
+                         self.tokens, self.drafted, self.accepted, 0)  # fmt: skip
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stopping.set()
+        self.thread.join(timeout)
+        with self.lock:
+            unfinished = list(self.live)
+        while not self.inbox.empty():
+            unfinished.append(self.inbox.get())
+        for request in unfinished:
+            request.fail(RequestStatus.CANCELLED, "engine stopped before the request finished")
+
+
+class FakePair:
+    tokenizer = tiny_tokenizer()
+    device = "cpu"
+
+    def encode_prompt(self, text: str, raw: bool = False) -> list[int]:
+        return list(self.tokenizer.encode(text))
+
+
+class QuietProbe:
+    info = ProbeInfo("psutil", "cpu", False, "test probe")
+
+    def sample(self) -> DeviceSample:
+        return DeviceSample(None, None, None, None, None, 10.0, 100.0)
+
+    def close(self) -> None:
+        pass
+
+
+def factory(step_s: float = 0.001):
+    engines: list[FakeEngine] = []
+
+    def make(name: str, pair, config: EngineConfig) -> FakeEngine:
+        engines.append(FakeEngine(name, config, step_s))
+        return engines[-1]
+
+    make.engines = engines
+    return make
+
+
+def trace(n: int, special: dict[int, str] | None = None, max_new_tokens: int = 6) -> Trace:
+    special = special or {}
+    items = tuple(
+        TraceItem(f"{special.get(i, 'req')}-{i}", f"prompt {i}", (1, 2, 3, i % 200), max_new_tokens)
+        for i in range(n)
+    )
+    return Trace(items, "test", 0)
+
+
+def test_every_submitted_request_is_accounted_for_with_its_error():
+    t = trace(25, {3: "reject", 11: "reject", 7: "fail"})
+    progress: list[tuple[int, int]] = []
+    make = factory()
+    result = replay(FakePair(), "pdv", EngineConfig(), t, ClosedLoop(4), SamplingParams(max_new_tokens=6),
+                    progress=lambda done, total: progress.append((done, total)), probe=QuietProbe(),
+                    engine_factory=make, sample_hz=50)  # fmt: skip
+    counts = result.counts()
+    assert (counts.ok, counts.failed, counts.cancelled, counts.rejected) == (22, 1, 0, 2)
+    assert counts.total == len(result.requests) == len(t) == result.planned
+    assert result.summary.completed + result.summary.failed == result.summary.num_requests == 25
+    rejected = [m for m in result.metrics if m.status == "rejected"]
+    assert {m.error for m in rejected} == {"prompt exceeds the model context"}
+    assert [m.request_id for m in result.metrics] == [i.request_id for i in t.items]
+    assert progress[-1] == (25, 25) and [p[0] for p in progress] == sorted(p[0] for p in progress)
+    assert result.stop_reason is None
+    assert result.summary.acceptance_rate == pytest.approx(1 / 3)
+    assert result.summary.mean_acceptance_length == pytest.approx(2.0)
+    assert result.positions[0].rate == pytest.approx(1.0) and result.positions[1].rate == 0.0
+    assert make.engines[0].config.engine == "pdv"
+
+
+def test_identical_sampling_for_every_request_with_per_request_seeds():
+    make = factory()
+    result = replay(FakePair(), "pd", EngineConfig(), trace(5, max_new_tokens=4), ClosedLoop(2),
+                    SamplingParams(max_new_tokens=100, seed=10, temperature=0.7), probe=QuietProbe(),
+                    engine_factory=make, warmup=0)  # fmt: skip
+    assert [r.params.seed for r in result.requests] == [10, 11, 12, 13, 14]
+    assert {r.params.max_new_tokens for r in result.requests} == {4}  # the trace's capped length
+    assert {r.params.temperature for r in result.requests} == {0.7}
+
+
+def test_time_series_is_sampled_while_the_run_goes_and_lanes_it_lacks_are_empty():
+    make = factory(step_s=0.01)
+    live = LiveRun()
+    result = replay(FakePair(), "pd", EngineConfig(), trace(12), ClosedLoop(2), SamplingParams(), live=live,
+                    probe=QuietProbe(), engine_factory=make, sample_hz=20)  # fmt: skip
+    rows = result.timeseries
+    assert len(rows) >= 3
+    assert all(r.queue_verify is None and r.queue_decode is not None for r in rows)
+    assert sum(r.tokens_per_s * r.window_s for r in rows) == pytest.approx(12 * 6, abs=2)
+    snap = live.snapshot()
+    assert snap.phase == "done" and snap.timeseries == rows and snap.finished == 12
+
+
+def test_cancel_stops_sending_and_cancels_what_is_in_flight():
+    cancel = threading.Event()
+
+    def progress(done: int, total: int) -> None:
+        if done >= 3:
+            cancel.set()
+
+    result = replay(FakePair(), "baseline", EngineConfig(), trace(40, max_new_tokens=40), ClosedLoop(2),
+                    SamplingParams(), cancel=cancel, progress=progress, probe=QuietProbe(),
+                    engine_factory=factory(step_s=0.005))  # fmt: skip
+    counts = result.counts()
+    assert result.stop_reason == "cancelled"
+    assert len(result.requests) < 40 and result.planned == 40
+    assert counts.total == len(result.requests)
+    assert counts.cancelled >= 1 and counts.ok >= 3
+    assert all(r.status.finished for r in result.requests)
+
+
+def test_timeout_ends_a_run_that_takes_too_long():
+    result = replay(FakePair(), "pd", EngineConfig(), trace(10, max_new_tokens=400), OpenLoop(float("inf")),
+                    SamplingParams(), timeout_s=0.3, probe=QuietProbe(), engine_factory=factory(step_s=0.01),
+                    warmup=0)  # fmt: skip
+    assert result.stop_reason == "timeout"
+    assert result.counts().cancelled == 10 and result.summary.failed == 10
+    assert result.duration_s < 5
+
+
+def test_sweep_writes_every_engine_and_load_on_the_same_trace(tmp_path):
+    plan = SweepPlan(("ar", "pdv"), (ClosedLoop(1), OpenLoop(50.0, 0.5, max_concurrency=3, seed=1)),
+                     params=SamplingParams(max_new_tokens=6), warmup=0)  # fmt: skip
+    meta = {"models": {"preset": "fake"}}
+    t = trace(8, {2: "reject"})
+    results = run_sweep(FakePair(), t, plan, tmp_path, meta=meta, engine_factory=factory())
+    assert [(r.engine, r.concurrency, r.request_rate) for r in results] == [
+        ("ar", 1, None), ("pdv", 1, None), ("ar", 3, 50.0), ("pdv", 3, 50.0)
+    ]  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(RUN_FILES)
+    loaded = load_run_dir(tmp_path)
+    assert tuple(loaded.frames.requests.columns) == REQUEST_COLUMNS
+    assert tuple(loaded.frames.summary.columns) == SUMMARY_COLUMNS
+    summary = loaded.frames.summary
+    assert list(summary["run_id"]) == [r.run_id for r in results]
+    assert (summary["completed"] + summary["failed"] == summary["num_requests"]).all()
+    prompts = loaded.frames.outputs.groupby("run_id")["prompt_token_ids"].apply(list)
+    assert all(p == prompts.iloc[0] for p in prompts)  # every run replayed the identical trace
+    run = loaded.runs[2]
+    assert run["arrival"] == {"kind": "open", "request_rate": 50.0, "burstiness": 0.5, "max_concurrency": 3,
+                              "seed": 1}  # fmt: skip
+    assert run["models"] == {"preset": "fake"} and run["device_probe"]["source"] in ("psutil", "nvml")
+    assert run["status_counts"]["rejected"] == 1
+
+
+def test_job_runs_in_the_background_and_can_be_cancelled(tmp_path):
+    plan = SweepPlan(("pd", "pdv"), (ClosedLoop(1),), params=SamplingParams(max_new_tokens=200), warmup=0)
+    job = ReplayJob.start(FakePair(), trace(30), plan, tmp_path, engine_factory=factory(step_s=0.01))
+    deadline = time.monotonic() + 10
+    while job.snapshot().progress is None or job.snapshot().progress.finished < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert job.snapshot().state == "running"
+    job.cancel()
+    assert job.wait(10)
+    snap = job.snapshot()
+    assert snap.state == "cancelled" and snap.error is None
+    assert (
+        len(snap.results) == 1 and snap.results[0].stop_reason == "cancelled"
+    )  # the second engine never ran
+    assert len(load_run_dir(tmp_path).frames.summary) == 1

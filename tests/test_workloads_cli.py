@@ -1,0 +1,63 @@
+"""The replay CLI refuses bad input with one message and exit code 2, before loading anything."""
+
+from __future__ import annotations
+
+import pytest
+
+from metrics.summary import RunSummary
+from workloads.__main__ import format_table, main
+
+BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--engines", "ar,turbo"], "unknown engine 'turbo'"),
+        (["--concurrency", "0"], "--concurrency: '0' must be >= 1"),
+        (["--concurrency", "2,x"], "'x' is not a whole number"),
+        (["--rates", "2,-1"], "'-1' must be > 0"),
+        (["--concurrency", "2", "--rates", "3"], "not both"),
+        (["--max-concurrency", "4"], "caps open-loop runs"),
+        (["--burstiness", "0.5"], "applies to open-loop runs"),
+        (["--dataset", "/no/such/file.json"], "/no/such/file.json does not exist"),
+        (["--num-requests", "0"], "--num-requests must be >= 1"),
+        (["--draft-len", "99"], "draft length"),
+        (["--temperature", "-1"], "temperature"),
+        (["--ttft-slo-ms", "-5"], "TTFT SLO"),
+        (["--sample-hz", "1"], "--sample-hz must be >= 2"),
+        (["--preset", "nope"], "unknown preset 'nope'"),
+        (["--max-new-tokens", "abc"], "invalid int value"),
+    ],
+)
+def test_bad_input_exits_2_with_one_clear_message(args, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run_cli([*BASE, "--out", str(out), *args]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+    assert captured.out == ""
+    assert not out.exists()
+
+
+def run_cli(argv: list[str]) -> int:
+    """Exit code of ``main``, whether it returns it or argparse exits with it."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code)
+
+
+def test_a_directory_with_foreign_run_files_is_refused(tmp_path, capsys):
+    (tmp_path / "requests.csv").write_text("a,b\n1,2\n")
+    assert run_cli([*BASE, "--out", str(tmp_path)]) == 2
+    assert "requests.csv has other columns" in capsys.readouterr().err
+
+
+def test_summary_table_shows_missing_values_as_dashes():
+    s = RunSummary("r", "ar", None, 2.0, 10, 9, 1, 5.0, 100.0, 1.8, 10.0, 20.0, 30.0, None, None, None, None,
+                   50.0, 60.0, 70.0, None, None, None)  # fmt: skip
+    table = format_table([s])
+    row = table.splitlines()[2]
+    assert row.startswith("ar") and "R=2" in row and "9/10" in row
+    assert row.split()[-3:] == ["-", "-", "-"]

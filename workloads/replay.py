@@ -1,0 +1,386 @@
+"""Replaying a trace against one engine: the driver behind the CLI and the dashboard.
+
+``replay`` starts an engine, sends it the trace under an arrival policy,
+samples its time series in a background thread, waits for every request, and
+returns a ``RunResult`` with the finished ``Request`` records and everything
+derived from them. The run:
+
+1. builds the engine (``engine.base.make_engine``) and starts it;
+2. sends ``warmup`` short requests and waits for them – the first forward
+   passes pay for lazy initialisation, which would otherwise land on the first
+   measured request. They are not part of the result, and the time series
+   starts after them;
+3. starts the clock ``t0`` and the sampler, dispatches the trace
+   (``workloads.arrivals.dispatch``) and waits for every submitted request;
+4. stops the engine, which cancels anything unfinished (after a cancel or a
+   timeout), and summarises.
+
+Accounting: every submitted request comes back in ``RunResult.requests`` with
+status ok, failed, cancelled or rejected (with the engine's error text), so
+completed + failed + cancelled + rejected == submitted. After a cancel, trace
+requests never submitted are not part of the run (``planned`` still counts them).
+Sampling parameters are identical for every engine; with a seed, request i
+samples with seed + i, so the same request draws the same numbers everywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from engine.config import EngineConfig, SamplingParams
+from engine.request import Request, RequestStatus, TokenEvent
+from metrics.device import DeviceProbe, ProbeInfo, open_probe
+from metrics.export import RequestOutput, RunRecord
+from metrics.request_metrics import RequestMetrics, request_metrics
+from metrics.run_key import RunKey
+from metrics.summary import SLO, PositionAcceptance, RunSummary, position_acceptance, summarize
+from metrics.timeseries import DEFAULT_HZ, EngineStatsLike, TimeseriesRow, TimeseriesSampler
+from workloads.arrivals import ArrivalPolicy, ClosedLoop, RealClock, dispatch
+from workloads.sharegpt import SampledRequest
+from workloads.trace import Trace, TraceItem, build_trace
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[int, int], None]  # (finished requests, requests in the trace)
+WARMUP_TOKENS = 8
+STOP_TIMEOUT_S = 10.0
+
+
+class EngineLike(Protocol):
+    """What a replay needs of an engine (``engine.base.Engine`` fits)."""
+
+    def start(self) -> Any: ...
+    def submit(self, request: Request) -> Request: ...
+    def stats(self) -> EngineStatsLike: ...
+    def stop(self, timeout: float = 5.0) -> None: ...
+
+
+class PairLike(Protocol):
+    """What a replay needs of a model pair (``engine.models.ModelPair`` fits)."""
+
+    @property
+    def tokenizer(self) -> Any: ...
+    @property
+    def device(self) -> Any: ...
+    def encode_prompt(self, text: str, raw: bool = False) -> list[int]: ...
+
+
+EngineFactory = Callable[[str, Any, EngineConfig], EngineLike]
+
+
+@dataclass(frozen=True)
+class StatusCounts:
+    ok: int
+    failed: int
+    cancelled: int
+    rejected: int
+
+    @property
+    def total(self) -> int:
+        return self.ok + self.failed + self.cancelled + self.rejected
+
+
+@dataclass(frozen=True)
+class RunResult:
+    key: RunKey
+    policy: ArrivalPolicy
+    requests: tuple[Request, ...]  # every submitted request, finished, in submission order
+    metrics: tuple[RequestMetrics, ...]
+    timeseries: tuple[TimeseriesRow, ...]
+    summary: RunSummary
+    outputs: tuple[RequestOutput, ...]
+    positions: tuple[PositionAcceptance, ...]
+    probe: ProbeInfo
+    started_at: str  # ISO 8601 wall-clock time of t0
+    duration_s: float
+    planned: int  # requests in the trace
+    stop_reason: str | None  # "cancelled" | "timeout" | "engine error"; None = ran to the end
+    engine_error: str | None  # a lane crash reported by the engine
+
+    @property
+    def run_id(self) -> str:
+        return self.key.run_id
+
+    @property
+    def engine(self) -> str:
+        return self.key.engine
+
+    @property
+    def concurrency(self) -> int | None:
+        return self.key.concurrency
+
+    @property
+    def request_rate(self) -> float | None:
+        return self.key.request_rate
+
+    def counts(self) -> StatusCounts:
+        statuses = [r.status for r in self.requests]
+        return StatusCounts(
+            ok=statuses.count(RequestStatus.OK),
+            failed=statuses.count(RequestStatus.FAILED),
+            cancelled=statuses.count(RequestStatus.CANCELLED),
+            rejected=statuses.count(RequestStatus.REJECTED),
+        )
+
+    def record(self, meta: dict[str, Any] | None = None) -> RunRecord:
+        """The files' view of this run; ``meta`` adds to its run.json entry."""
+        run_meta = {
+            "arrival": arrival_meta(self.policy),
+            "started_at": self.started_at,
+            "duration_s": self.duration_s,
+            "planned_requests": self.planned,
+            "submitted_requests": len(self.requests),
+            "status_counts": asdict(self.counts()),
+            "stop_reason": self.stop_reason,
+            "engine_error": self.engine_error,
+            "device_probe": asdict(self.probe),
+            "position_acceptance": [asdict(p) for p in self.positions],
+            **(meta or {}),
+        }
+        return RunRecord(self.key, self.metrics, self.timeseries, self.summary, self.outputs, run_meta)
+
+
+def arrival_meta(policy: ArrivalPolicy) -> dict[str, Any]:
+    kind = "closed" if isinstance(policy, ClosedLoop) else "open"
+    return {"kind": kind, **asdict(policy)}
+
+
+def load_label(policy: ArrivalPolicy) -> str:
+    """Compact load name for run ids: ``c4``, ``r2.5``, ``rinf-c8``."""
+    if isinstance(policy, ClosedLoop):
+        return f"c{policy.concurrency}"
+    cap = "" if policy.max_concurrency is None else f"-c{policy.max_concurrency}"
+    return f"r{policy.request_rate:g}{cap}"
+
+
+def new_run_id(engine: str, policy: ArrivalPolicy) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{engine}-{load_label(policy)}-{secrets.token_hex(2)}"
+
+
+@dataclass(frozen=True)
+class LiveSnapshot:
+    phase: str  # "starting" | "warmup" | "running" | "stopping" | "done"
+    finished: int
+    total: int
+    timeseries: tuple[TimeseriesRow, ...]
+    stats: EngineStatsLike | None  # the latest engine snapshot
+
+
+class LiveRun:
+    """A replay in progress as another thread sees it (the dashboard polls ``snapshot``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._phase = "starting"
+        self._finished = 0
+        self._total = 0
+        self._sampler: TimeseriesSampler | None = None
+
+    def _reset(self, total: int) -> None:
+        self._set(phase="starting", finished=0, total=total, sampler=None)
+
+    def _set(self, **changes: Any) -> None:
+        with self._lock:
+            for name, value in changes.items():
+                setattr(self, f"_{name}", value)
+
+    def snapshot(self) -> LiveSnapshot:
+        with self._lock:
+            sampler = self._sampler
+            phase, finished, total = self._phase, self._finished, self._total
+        rows = sampler.rows if sampler else ()
+        return LiveSnapshot(phase, finished, total, rows, sampler.latest if sampler else None)
+
+
+def default_engine_factory(name: str, pair: Any, config: EngineConfig) -> EngineLike:
+    from engine.base import make_engine
+
+    return make_engine(name, pair, config)
+
+
+def _trace_items(
+    trace: Trace | Sequence[SampledRequest], pair: PairLike, params: SamplingParams
+) -> list[TraceItem]:
+    if isinstance(trace, Trace):
+        return list(trace.items)
+    return list(build_trace(trace, pair.encode_prompt, params.max_new_tokens, "sampled requests", 0).items)
+
+
+def _request(
+    item: TraceItem, index: int, params: SamplingParams, on_event: Callable[[TokenEvent], None]
+) -> Request:
+    seed = None if params.seed is None else params.seed + index
+    return Request(
+        request_id=item.request_id,
+        prompt_token_ids=list(item.prompt_token_ids),
+        params=replace(params, max_new_tokens=item.max_new_tokens, seed=seed),
+        prompt=item.prompt,
+        on_event=on_event,
+    )
+
+
+def _warm_up(
+    engine: EngineLike, items: list[TraceItem], n: int, params: SamplingParams, halt: threading.Event
+) -> None:
+    for i in range(min(n, len(items))):
+        item = replace(
+            items[i], request_id=f"warmup-{i}", max_new_tokens=min(WARMUP_TOKENS, items[i].max_new_tokens)
+        )
+        request = engine.submit(_request(item, i, params, lambda event: None))
+        while not request.done.wait(0.1):
+            if halt.is_set():
+                return
+        if request.status != RequestStatus.OK:
+            log.warning("warm-up request ended %s: %s", request.status, request.error)
+
+
+def replay(
+    pair: PairLike,
+    engine: str,
+    config: EngineConfig,
+    trace: Trace | Sequence[SampledRequest],
+    policy: ArrivalPolicy,
+    params: SamplingParams,
+    *,
+    slo: SLO | None = None,
+    cancel: threading.Event | None = None,
+    progress: ProgressFn | None = None,
+    live: LiveRun | None = None,
+    run_id: str | None = None,
+    sample_hz: float = DEFAULT_HZ,
+    warmup: int = 1,
+    timeout_s: float | None = None,
+    probe: DeviceProbe | None = None,
+    engine_factory: EngineFactory = default_engine_factory,
+) -> RunResult:
+    """Run ``trace`` through ``engine`` under ``policy``; see the module docstring.
+
+    ``trace`` is a ``Trace`` (pre-tokenised) or sampled requests, which are
+    tokenised with ``pair.encode_prompt`` and capped at ``params.max_new_tokens``.
+    Setting ``cancel`` (from any thread) stops sending, cancels what is in flight
+    and returns what finished. ``timeout_s`` does the same after that many seconds
+    of measured run. ``progress(finished, total)`` is called from this thread.
+    """
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if timeout_s is not None and not timeout_s > 0:
+        raise ValueError(f"timeout must be > 0, got {timeout_s}")
+    cancel = cancel if cancel is not None else threading.Event()
+    live = live if live is not None else LiveRun()
+    items = _trace_items(trace, pair, params)
+    if not items:
+        raise ValueError("the trace is empty")
+    key = RunKey(run_id or new_run_id(engine, policy), engine, policy.cap, policy.request_rate)
+    live._reset(len(items))
+
+    halt = threading.Event()  # cancel, timeout or a crashed engine: stop sending and stop waiting
+    stop_reason: str | None = None
+    clock = RealClock(halt)
+
+    def on_event(event: TokenEvent) -> None:
+        if event.finished:
+            clock.wake()
+
+    eng = engine_factory(engine, pair, replace(config, engine=engine))
+    own_probe = probe is None
+    probe = probe if probe is not None else open_probe(str(pair.device))
+    requests = [_request(item, i, params, on_event) for i, item in enumerate(items)]
+    submitted: list[Request] = []
+    sampler: TimeseriesSampler | None = None
+    try:
+        eng.start()
+        live._set(phase="warmup")
+        _warm_up(eng, items, warmup, params, cancel)
+        t0 = time.perf_counter()
+        started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        deadline = None if timeout_s is None else t0 + timeout_s
+        sampler = TimeseriesSampler(eng.stats, probe, t0, sample_hz)
+        sampler.start()
+        live._set(phase="running", sampler=sampler)
+        reported = -1
+
+        def tick() -> None:
+            nonlocal reported, stop_reason
+            if stop_reason is None:
+                if cancel.is_set():
+                    stop_reason = "cancelled"
+                elif deadline is not None and time.perf_counter() > deadline:
+                    stop_reason = "timeout"
+                elif getattr(eng, "fatal_error", None):
+                    stop_reason = "engine error"
+                if stop_reason is not None:
+                    halt.set()
+            finished = sum(r.done.is_set() for r in submitted)
+            if finished != reported:
+                reported = finished
+                live._set(finished=finished)
+                if progress:
+                    progress(finished, len(items))
+
+        def submit(request: Request) -> Request:
+            submitted.append(request)
+            return eng.submit(request)
+
+        tick()
+        if not halt.is_set():
+            dispatch(requests, policy, submit, clock, halt, on_tick=tick)
+        while not halt.is_set() and not all(r.done.is_set() for r in submitted):
+            clock.wait(RealClock.MAX_WAIT_S)
+            tick()
+        live._set(phase="stopping")
+    finally:
+        rows = sampler.stop() if sampler is not None else ()
+        try:
+            eng.stop(STOP_TIMEOUT_S)
+        except RuntimeError as exc:  # lane threads that did not stop: their requests are cancelled anyway
+            log.error("%s engine did not stop cleanly: %s", engine, exc)
+        if own_probe:
+            probe.close()
+    for request in submitted:
+        if not request.done.is_set():
+            # an engine must finish everything at stop; if it did not, the run still accounts for it
+            request.fail(RequestStatus.FAILED, "the engine stopped without finishing this request")
+    end = max((r.finish_time for r in submitted if r.finish_time is not None), default=time.perf_counter())
+    duration = max(0.0, end - t0)
+    metrics = tuple(request_metrics(r, t0) for r in submitted)
+    result = RunResult(
+        key=key,
+        policy=policy,
+        requests=tuple(submitted),
+        metrics=metrics,
+        timeseries=rows,
+        summary=summarize(key, metrics, duration, slo),
+        outputs=tuple(_output(key, r, pair) for r in submitted),
+        positions=position_acceptance(r.steps for r in submitted),
+        probe=probe.info,
+        started_at=started_at,
+        duration_s=duration,
+        planned=len(items),
+        stop_reason=stop_reason,
+        engine_error=getattr(eng, "fatal_error", None),
+    )
+    live._set(phase="done", finished=len(submitted))
+    if progress:
+        progress(sum(r.done.is_set() for r in submitted), len(items))
+    return result
+
+
+def _output(key: RunKey, request: Request, pair: PairLike) -> RequestOutput:
+    text = pair.tokenizer.decode(request.output_token_ids, skip_special_tokens=True)
+    return RequestOutput(
+        key.run_id,
+        key.engine,
+        request.request_id,
+        request.prompt,
+        tuple(request.prompt_token_ids),
+        tuple(request.output_token_ids),
+        text,
+    )

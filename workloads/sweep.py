@@ -1,0 +1,137 @@
+"""A sweep: every engine at every load point, on one trace, one run after another.
+
+Runs go load point by load point, every engine at each, so a sweep cut short
+still compares all engines at the loads it reached. Each finished run is
+written to the output directory at once (``metrics.export.write_run``); a
+crash or a cancel loses at most the run in progress.
+
+Runs never overlap: they would share the machine's cores and each would
+measure the other's load.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from engine.config import EngineConfig, SamplingParams
+from metrics.export import check_appendable, write_run
+from metrics.summary import SLO
+from metrics.timeseries import DEFAULT_HZ
+from workloads.arrivals import ArrivalPolicy
+from workloads.replay import (
+    EngineFactory,
+    LiveRun,
+    PairLike,
+    RunResult,
+    default_engine_factory,
+    load_label,
+    replay,
+)
+from workloads.trace import Trace
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    engines: tuple[str, ...]
+    policies: tuple[ArrivalPolicy, ...]
+    config: EngineConfig = field(default_factory=EngineConfig)
+    params: SamplingParams = field(default_factory=SamplingParams)
+    slo: SLO | None = None
+    sample_hz: float = DEFAULT_HZ
+    warmup: int = 1
+    timeout_s: float | None = None  # per run
+
+    def __post_init__(self) -> None:
+        if not self.engines or not self.policies:
+            raise ValueError("a sweep needs at least one engine and one load point")
+
+    def runs(self) -> list[tuple[str, ArrivalPolicy]]:
+        return [(engine, policy) for policy in self.policies for engine in self.engines]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "engine_config": asdict(self.config),
+            "sampling": asdict(self.params),
+            "slo": asdict(self.slo) if self.slo else None,
+            "sample_hz": self.sample_hz,
+            "warmup_requests": self.warmup,
+            "timeout_s": self.timeout_s,
+        }
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    run_index: int  # 0-based index of the run in progress
+    runs: int
+    engine: str
+    load: str  # e.g. c4, r2-c8
+    finished: int  # requests of this run finished
+    total: int  # requests per run
+
+    @property
+    def overall(self) -> tuple[int, int]:
+        """(requests finished, requests planned) over the whole sweep."""
+        return self.run_index * self.total + self.finished, self.runs * self.total
+
+
+def run_sweep(
+    pair: PairLike,
+    trace: Trace,
+    plan: SweepPlan,
+    out_dir: str | Path | None = None,
+    *,
+    meta: dict[str, Any] | None = None,
+    cancel: threading.Event | None = None,
+    progress: Callable[[SweepProgress], None] | None = None,
+    on_result: Callable[[RunResult], None] | None = None,
+    live: LiveRun | None = None,
+    engine_factory: EngineFactory = default_engine_factory,
+) -> list[RunResult]:
+    """Run the plan; results in run order. Stops after the current run once ``cancel`` is set.
+
+    ``meta`` (models, environment, invocation) goes into every run's run.json
+    entry, together with the plan and the trace description.
+    """
+    cancel = cancel if cancel is not None else threading.Event()
+    if out_dir is not None:
+        check_appendable(out_dir)  # refuse a bad directory before spending time on runs
+    runs = plan.runs()
+    results: list[RunResult] = []
+    run_meta = {**plan.describe(), "trace": trace.describe(), **(meta or {})}
+    for index, (engine, policy) in enumerate(runs):
+        if cancel.is_set():
+            break
+        label = load_label(policy)
+
+        def report(
+            finished: int, total: int, index: int = index, engine: str = engine, label: str = label
+        ) -> None:
+            if progress:
+                progress(SweepProgress(index, len(runs), engine, label, finished, total))
+
+        result = replay(
+            pair,
+            engine,
+            replace(plan.config, engine=engine),
+            trace,
+            policy,
+            plan.params,
+            slo=plan.slo,
+            cancel=cancel,
+            progress=report,
+            live=live,
+            sample_hz=plan.sample_hz,
+            warmup=plan.warmup,
+            timeout_s=plan.timeout_s,
+            engine_factory=engine_factory,
+        )
+        if out_dir is not None:
+            write_run(out_dir, result.record(run_meta))
+        results.append(result)
+        if on_result:
+            on_result(result)
+    return results
