@@ -20,6 +20,7 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -181,7 +182,7 @@ class Engine(ABC):
 
     # --------------------------------------------------------- for subclasses
     @abstractmethod
-    def _lane_loops(self) -> dict[str, callable]:
+    def _lane_loops(self) -> dict[str, Callable[[], None]]:
         """Lane name -> loop body run on that lane's thread until stop."""
 
     @abstractmethod
@@ -330,7 +331,7 @@ class Engine(ABC):
             if self._live.pop(id(request), None) is not None:
                 self._counters["finished"] += 1
 
-    def _guard(self, loop) -> callable:
+    def _guard(self, loop: Callable[[], None]) -> Callable[[], None]:
         """Run a lane loop until stop; an unexpected error fails every live request."""
 
         def run() -> None:

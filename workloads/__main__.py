@@ -120,6 +120,16 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--max-draft-len", type=int, default=ControllerConfig.max_len)
     eng.add_argument("--max-batch-size", type=int, default=EngineConfig.max_batch_size)
     eng.add_argument("--max-cache-tokens", type=int, default=EngineConfig.max_cache_tokens)
+    eng.add_argument("--prefill-chunk-tokens", type=int, default=EngineConfig.prefill_chunk_tokens)
+    eng.add_argument("--hybrid-threshold", type=int, default=EngineConfig.hybrid_threshold,
+                     help="pdv: below this many running requests draft+verify run atomically (0 = never)")
+    eng.add_argument("--verify-promote-margin", type=int, default=EngineConfig.verify_promote_margin)
+    eng.add_argument("--micro-batches", type=int, default=EngineConfig.micro_batches,
+                     help="pdv: groups of running requests pipelined between the draft and verify lanes")
+    eng.add_argument("--intra-op-threads", type=int, default=EngineConfig.intra_op_threads,
+                     help="torch intra-op threads (0 = torch's default)")
+    eng.add_argument("--concurrent-lanes", type=int, default=EngineConfig.concurrent_lanes,
+                     help="lanes that may run on the device at once (0 = all)")
     gen = p.add_argument_group("generation")
     gen.add_argument(
         "--max-new-tokens",
@@ -176,6 +186,12 @@ def plan_from_args(args: argparse.Namespace):
             controller=controller,
             max_batch_size=args.max_batch_size,
             max_cache_tokens=args.max_cache_tokens,
+            prefill_chunk_tokens=args.prefill_chunk_tokens,
+            hybrid_threshold=args.hybrid_threshold,
+            verify_promote_margin=args.verify_promote_margin,
+            micro_batches=args.micro_batches,
+            intra_op_threads=args.intra_op_threads,
+            concurrent_lanes=args.concurrent_lanes,
         )
         params = SamplingParams(
             temperature=args.temperature,
