@@ -70,7 +70,9 @@ class EngineConfig:
     verify_promote_margin: int = 2  # PDV: verify outranks decode when its backlog exceeds decode's by this
     micro_batches: int = 2  # PDV: running requests are split in this many groups that pipeline
     intra_op_threads: int = 0  # torch threads; 0 = leave torch's default
-    concurrent_lanes: int = 0  # lanes that may use the device at once; 0 = every lane (GPU streams overlap)
+    # lanes that may use the device at once; 0 = auto: every lane on a GPU (their streams overlap), one at a
+    # time on a CPU (lanes running side by side oversubscribe the cores and slow each other down)
+    concurrent_lanes: int = 0
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

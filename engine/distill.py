@@ -45,6 +45,7 @@ from tqdm import tqdm
 log = logging.getLogger("engine.distill")
 
 CARD = "README.md"
+REUSED_SECONDS: list[float] = []  # time recorded for targets taken from the cache instead of recomputed
 STATS = "distill-stats.json"
 
 
@@ -64,21 +65,23 @@ class DistillConfig:
     """Everything that determines the trained weights; defaults reproduce the committed draft."""
 
     seed: int = 0
-    train_prompts: int = 1536
-    eval_prompts: int = 64
-    max_prompt_tokens: int = 320
+    train_prompts: int = 640
+    eval_prompts: int = 48
+    max_prompt_tokens: int = 192
     max_new_tokens: int = 128
-    gen_batch: int = 48
+    gen_batch: int = 32
     top_k: int = 32
-    epochs: int = 6
+    epochs: int = 5
     batch_tokens: int = 3072
     lr: float = 2e-3
     min_lr_ratio: float = 0.05
     warmup_steps: int = 50
     weight_decay: float = 0.01
     ce_weight: float = 0.5
+    real_replies: int = 768
+    max_real_tokens: int = 256
     draft_len: int = 4
-    minutes: float = 58.0
+    minutes: float = 55.0
     threads: int = 2
 
 
@@ -109,11 +112,14 @@ def chat_prompt_ids(tokenizer, text: str) -> list[int]:
     return tokenizer(templated, add_special_tokens=False).input_ids
 
 
-def split_prompts(tokenizer, cfg: DistillConfig) -> tuple[list[list[int]], list[list[int]], dict]:
-    """Held-out eval prompts and training prompts from the bundled ShareGPT file, disjoint by text.
+def split_prompts(
+    tokenizer, cfg: DistillConfig
+) -> tuple[list[list[int]], list[list[int]], list[tuple[list[int], list[int]]], dict]:
+    """Held-out eval prompts, generation prompts and real (prompt, reply) pairs, disjoint by prompt text.
 
     Records are shuffled with the seed; prompts longer than ``max_prompt_tokens``
     after templating are skipped rather than cut, so every prompt is real text.
+    Real replies are cut to fit ``max_real_tokens`` together with their prompt.
     """
     from workloads.sharegpt import iter_exchanges
 
@@ -124,6 +130,7 @@ def split_prompts(tokenizer, cfg: DistillConfig) -> tuple[list[list[int]], list[
     seen: set[str] = set()
     eval_ids: list[list[int]] = []
     train_ids: list[list[int]] = []
+    real_pairs: list[tuple[list[int], list[int]]] = []
     too_long = 0
     for ex in exchanges:
         key = ex.prompt.strip()
@@ -138,10 +145,17 @@ def split_prompts(tokenizer, cfg: DistillConfig) -> tuple[list[list[int]], list[
             eval_ids.append(ids)
         elif len(train_ids) < cfg.train_prompts:
             train_ids.append(ids)
+        elif len(real_pairs) < cfg.real_replies:
+            if ex.reply is None:
+                continue
+            reply = tokenizer(ex.reply + "<|im_end|>", add_special_tokens=False).input_ids
+            reply = reply[: cfg.max_real_tokens - len(ids)]
+            if len(reply) >= 8:
+                real_pairs.append((ids, reply))
         else:
             break
     info = {"records_in_file": len(exchanges), "prompts_skipped_too_long": too_long}
-    return eval_ids, train_ids, info
+    return eval_ids, train_ids, real_pairs, info
 
 
 @torch.inference_mode()
@@ -203,6 +217,59 @@ def generate_samples(
             new_tokens,
             new_tokens / elapsed,
         )
+    bar.close()
+    return [s for s in out if s is not None]
+
+
+@torch.inference_mode()
+def teacher_targets(
+    model, pairs: Sequence[tuple[list[int], list[int]]], cfg: DistillConfig, pad_id: int
+) -> list[Sample]:
+    """Top-k teacher log-probs along real ShareGPT replies (one forward per batch, no decoding).
+
+    A forward pass over existing text costs far less per target than step-by-step
+    generation, so these add breadth; the generated answers supply the verifier's
+    own style, which is what the draft meets at inference.
+    """
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+    out: list[Sample | None] = [None] * len(pairs)
+    bar = tqdm(total=len(pairs), desc="teacher on real replies", unit="reply", mininterval=5)
+    start, done_tokens, b = time.perf_counter(), 0, 0
+    while b < len(order):
+        idx = [order[b]]
+        while b + len(idx) < len(order):
+            nxt = order[b + len(idx)]
+            if (len(idx) + 1) * (len(pairs[nxt][0]) + len(pairs[nxt][1])) > cfg.batch_tokens:
+                break
+            idx.append(nxt)
+        b += len(idx)
+        rows = [torch.tensor(pairs[i][0] + pairs[i][1]) for i in idx]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, seq in enumerate(rows):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        for row, i in enumerate(idx):
+            prompt, reply = pairs[i]
+            at = hidden[row, len(prompt) - 1 : len(prompt) - 1 + len(reply)]
+            top_logp, top_ids = model.lm_head(at).float().log_softmax(-1).topk(cfg.top_k, dim=-1)
+            out[i] = Sample(
+                prompt_ids=torch.tensor(prompt, dtype=torch.long),
+                answer_ids=torch.tensor(reply, dtype=torch.long),
+                topk_ids=top_ids.to(torch.int32),
+                topk_logp=top_logp.to(torch.float16),
+            )
+            done_tokens += len(prompt) + len(reply)
+        bar.update(len(idx))
+        if bar.n % 128 < len(idx) or bar.n == len(pairs):
+            log.info(
+                "teacher on real replies: %d/%d, %.0f tok/s",
+                bar.n,
+                len(pairs),
+                done_tokens / (time.perf_counter() - start),
+            )
     bar.close()
     return [s for s in out if s is not None]
 
@@ -300,10 +367,15 @@ def collate(samples: Sequence[Sample], pad_id: int) -> tuple[torch.Tensor, ...]:
     return ids, mask, torch.cat(positions), torch.cat(tk_ids), torch.cat(tk_logp)
 
 
-def lr_at(step: int, total: int, cfg: DistillConfig) -> float:
+def lr_at(step: int, total: int, cfg: DistillConfig, time_progress: float = 0.0) -> float:
+    """Warm-up, then cosine decay over whichever runs out first: the planned steps or the time budget.
+
+    Following the clock as well means a run on a slower (or busier) machine still
+    ends with a decayed learning rate instead of being cut off at full speed.
+    """
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps)
+    progress = max(time_progress, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
     cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
 
@@ -322,6 +394,8 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
     )
     student.train()
     step, tokens, start = 0, 0, time.perf_counter()
+    clock_start = time.monotonic()
+    budget = max(1.0, deadline - clock_start)
     window: list[tuple[float, float]] = []
     bar = tqdm(total=total, desc="train", unit="step", mininterval=5)
     stopped_early = False
@@ -331,8 +405,10 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
                 stopped_early = True
                 break
             ids, mask, positions, tk_ids, tk_logp = collate([samples[i] for i in batch], pad_id)
+            time_progress = (time.monotonic() - clock_start) / budget
+            lr = lr_at(step, total, cfg, time_progress)
             for group in opt.param_groups:
-                group["lr"] = lr_at(step, total, cfg)
+                group["lr"] = lr
             hidden = student.model(input_ids=ids, attention_mask=mask).last_hidden_state
             hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)
             loss, kl = distill_loss(student.lm_head(hidden), tk_ids, tk_logp, cfg.ce_weight)
@@ -357,7 +433,7 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
                     total,
                     mean_loss,
                     mean_kl,
-                    lr_at(step, total, cfg),
+                    lr,
                     tokens / elapsed,
                 )
         if stopped_early:
@@ -381,7 +457,7 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
 
 @torch.inference_mode()
 def greedy_matches(draft, sample: Sample) -> list[bool]:
-    """For each answer position: does the draft's argmax, given the verifier's prefix, equal the verifier's token?"""
+    """Per answer position: does the draft's argmax after the verifier's prefix equal the verifier's token?"""
     seq = torch.cat([sample.prompt_ids, sample.answer_ids]).unsqueeze(0)
     logits = draft(input_ids=seq).logits[0]
     p = len(sample.prompt_ids)
@@ -461,6 +537,12 @@ def write_card(out: Path, stats: dict) -> None:
     s = stats
     shape, cfg, ev, lat, data, tr = s["shape"], s["config"], s["eval"], s["latency"], s["data"], s["train"]
     files = "\n".join(f"| `{name}` | {size:,} |" for name, size in sorted(s["files"].items()))
+    reused = (
+        f" {s['reused_seconds']:.0f} s of that is the recorded time of teacher targets that this run"
+        " reused from its `--cache` file; the rest was measured in the run itself."
+        if s.get("reused_seconds")
+        else ""
+    )
     early = (
         f" It stopped at the time budget after {tr['steps']} of {tr['planned_steps']} steps."
         if tr["stopped_early"]
@@ -502,6 +584,11 @@ For every training prompt the verifier generated its greedy answer (at most {cfg
 and the top-{cfg["top_k"]} log-probabilities of its next-token distribution at each answer position were kept
 as targets: {data["train_answer_tokens"]:,} answer tokens ({data["train_prompt_tokens"]:,} prompt tokens of
 context), generated in {data["generation_seconds"]:.0f} s.
+The next {data["real_replies"]:,} records that have a reply add real text: the templated prompt followed
+by the ChatGPT reply, cut to {cfg["max_real_tokens"]} tokens in all, with the verifier's top-{cfg["top_k"]}
+log-probabilities at each reply position from one forward pass:
+{data["real_reply_tokens"]:,} reply tokens ({data["real_prompt_tokens"]:,} prompt tokens of context), in
+{data["real_teacher_seconds"]:.0f} s.
 
 ## Training
 
@@ -514,7 +601,7 @@ probability mass, plus {cfg["ce_weight"]} x cross-entropy on the verifier's gree
     {s["command"]}
 
 Wall time of that command: {s["wall_seconds"] / 60:.1f} minutes on {cfg["threads"]} CPU threads
-({s["cpu"]}), seed {cfg["seed"]}.
+({s["cpu"]}, shared with other work), seed {cfg["seed"]}.{reused}
 
 ## Measured
 
@@ -615,16 +702,17 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, D
 
 def cached_samples(path: Path | None, key: dict, make) -> tuple[list[Sample], float]:
     if path is not None and path.is_file():
-        blob = torch.load(path, weights_only=False)
+        blob = torch.load(path, weights_only=True)
         if blob.get("key") == key:
             log.info("reusing generated targets from %s", path)
-            return blob["samples"], blob["seconds"]
+            REUSED_SECONDS.append(blob["seconds"])
+            return [Sample(**fields) for fields in blob["samples"]], blob["seconds"]
     start = time.perf_counter()
     samples = make()
     seconds = time.perf_counter() - start
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"key": key, "samples": samples, "seconds": seconds}, path)
+        torch.save({"key": key, "samples": [asdict(x) for x in samples], "seconds": seconds}, path)
     return samples, seconds
 
 
@@ -637,7 +725,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     seed_everything(cfg.seed)
     verifier, tokenizer = load_verifier()
     eos_id, pad_id = verifier.config.eos_token_id, tokenizer.pad_token_id
-    eval_prompts, train_prompts, data_info = split_prompts(tokenizer, cfg)
+    eval_prompts, train_prompts, real_pairs, data_info = split_prompts(tokenizer, cfg)
     gen_cfg = {
         k: getattr(cfg, k)
         for k in ("seed", "eval_prompts", "max_prompt_tokens", "max_new_tokens", "gen_batch", "top_k")
@@ -658,7 +746,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         {**gen_cfg, "train_prompts": cfg.train_prompts, "part": "train"},
         lambda: generate_samples(verifier, train_prompts, cfg, eos_id, pad_id, "verifier answers (train)"),
     )
+    real_samples, real_seconds = cached_samples(
+        args.cache.with_suffix(".real.pt") if args.cache else None,
+        {
+            **gen_cfg,
+            "train_prompts": cfg.train_prompts,
+            "real_replies": cfg.real_replies,
+            "max_real_tokens": cfg.max_real_tokens,
+            "batch_tokens": cfg.batch_tokens,
+            "part": "real",
+        },
+        lambda: teacher_targets(verifier, real_pairs, cfg, pad_id),
+    )
     data_info.update(
+        real_replies=len(real_samples),
+        real_reply_tokens=sum(len(s.answer_ids) for s in real_samples),
+        real_prompt_tokens=sum(len(s.prompt_ids) for s in real_samples),
+        real_teacher_seconds=round(real_seconds, 1),
         train_prompts=len(train_samples),
         train_answer_tokens=sum(len(s.answer_ids) for s in train_samples),
         train_prompt_tokens=sum(len(s.prompt_ids) for s in train_samples),
@@ -669,7 +773,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     seed_everything(cfg.seed)
     shape = DraftShape()
     student = build_student(verifier, shape)
-    train_info = train(student, train_samples, cfg, pad_id, deadline)
+    train_info = train(student, train_samples + real_samples, cfg, pad_id, deadline)
 
     out.mkdir(parents=True, exist_ok=True)
     student.to(torch.bfloat16).save_pretrained(out)
@@ -688,7 +792,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "data": data_info,
         "train": train_info,
         **measured,
-        "wall_seconds": round(time.monotonic() - wall_start, 1),
+        "wall_seconds": round(time.monotonic() - wall_start + sum(REUSED_SECONDS), 1),
+        "reused_seconds": round(sum(REUSED_SECONDS), 1),
         "cpu": cpu_name(),
     }
     (out / STATS).write_text(json.dumps(stats, indent=1))

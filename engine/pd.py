@@ -26,7 +26,8 @@ class PDEngine(Engine):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        slots = self.config.concurrent_lanes or len(self.lane_names)
+        auto = len(self.lane_names) if self.pair.device.type == "cuda" else 1
+        slots = self.config.concurrent_lanes or auto
         self.arbiter = LaneArbiter(slots, self.config.verify_promote_margin, self._backlog)
         self.streams = {name: LaneStream(self.pair.device) for name in self.lane_names}
         self._prefilling: list[Sequence] = []  # owned by the prefill lane
