@@ -4,7 +4,10 @@ A lane is a thread with a queue and a busy-time meter. When lanes compete for
 the device, the ``LaneArbiter`` grants turns by priority: decode > verify >
 prefill, except that verify is promoted above decode when its backlog exceeds
 the decode backlog by more than a margin (so verification cannot starve and
-leave every sequence waiting on a verdict). ``choose_lane`` is that rule as a
+leave every sequence waiting on a verdict). A lane that has waited longer than
+``STARVATION_S`` runs next whatever its priority: a decode lane always has
+work, and strict priority would otherwise starve prefill (new requests would
+wait for the whole running batch to finish). ``choose_lane`` is that rule as a
 pure function.
 
 ``slots`` is how many lanes may hold a turn at once. On a GPU every lane can
@@ -20,14 +23,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 PRIORITY = ("decode", "verify", "prefill")
+STARVATION_S = 0.5  # about two decode steps of the default pair on a 2-core CPU
 
 
-def choose_lane(waiting: set[str], backlog: dict[str, int], promote_margin: int) -> str | None:
+def choose_lane(
+    waiting: dict[str, float], backlog: dict[str, int], promote_margin: int, now: float = 0.0
+) -> str | None:
     """Which waiting lane runs next.
 
+    ``waiting`` maps each waiting lane to when it started waiting;
     ``backlog`` is the work queued per lane (sequences ready to draft for
-    decode, blocks queued for verify, requests waiting for prefill).
+    decode, sequences in queued verify blocks, requests waiting for prefill).
     """
+    starved = [lane for lane, since in waiting.items() if now - since > STARVATION_S]
+    if starved:
+        return min(starved, key=lambda lane: waiting[lane])
     order = list(PRIORITY)
     if backlog.get("verify", 0) > backlog.get("decode", 0) + promote_margin:
         order = ["verify", "decode", "prefill"]
@@ -47,19 +57,20 @@ class LaneArbiter:
         self.promote_margin = promote_margin
         self._backlog = backlog
         self._cond = threading.Condition()
-        self._waiting: set[str] = set()
+        self._waiting: dict[str, float] = {}  # lane -> perf_counter when it started waiting
         self._active = 0
         self.grants: list[str] = []  # order of grants, for tests and inspection (bounded below)
 
     @contextmanager
     def turn(self, lane: str) -> Iterator[None]:
         with self._cond:
-            self._waiting.add(lane)
+            self._waiting[lane] = time.perf_counter()
             while not (
-                self._active < self.slots and choose_lane(self._waiting, self._backlog(), self.promote_margin) == lane
+                self._active < self.slots
+                and choose_lane(self._waiting, self._backlog(), self.promote_margin, time.perf_counter()) == lane
             ):
                 self._cond.wait(timeout=0.05)
-            self._waiting.discard(lane)
+            del self._waiting[lane]
             self._active += 1
             self.grants.append(lane)
             if len(self.grants) > 1000:

@@ -6,22 +6,32 @@ import time
 import torch
 
 from engine.devices import LaneStream
-from engine.lanes import LaneArbiter, choose_lane
+from engine.lanes import STARVATION_S, LaneArbiter, choose_lane
+
+
+def just_now(*lanes: str) -> dict[str, float]:
+    return dict.fromkeys(lanes, 0.0)
 
 
 def test_decode_outranks_verify_outranks_prefill():
     backlog = {"decode": 3, "verify": 2, "prefill": 5}
-    assert choose_lane({"decode", "verify", "prefill"}, backlog, 2) == "decode"
-    assert choose_lane({"verify", "prefill"}, backlog, 2) == "verify"
-    assert choose_lane({"prefill"}, backlog, 2) == "prefill"
-    assert choose_lane(set(), backlog, 2) is None
+    assert choose_lane(just_now("decode", "verify", "prefill"), backlog, 2) == "decode"
+    assert choose_lane(just_now("verify", "prefill"), backlog, 2) == "verify"
+    assert choose_lane(just_now("prefill"), backlog, 2) == "prefill"
+    assert choose_lane({}, backlog, 2) is None
 
 
 def test_verify_is_promoted_only_when_its_backlog_exceeds_decode_by_more_than_the_margin():
-    waiting = {"decode", "verify"}
+    waiting = just_now("decode", "verify")
     assert choose_lane(waiting, {"decode": 1, "verify": 3}, 2) == "decode"  # 3 > 1 + 2 is false
     assert choose_lane(waiting, {"decode": 1, "verify": 4}, 2) == "verify"
     assert choose_lane(waiting, {"decode": 0, "verify": 1}, 0) == "verify"
+
+
+def test_a_lane_waiting_too_long_runs_next_whatever_its_priority():
+    waiting = {"decode": 10.0, "prefill": 10.0 - STARVATION_S - 0.1}
+    assert choose_lane(waiting, {"decode": 4}, 2, now=10.0) == "prefill"
+    assert choose_lane(waiting, {"decode": 4}, 2, now=10.0 - 0.2) == "decode"  # not starved yet
 
 
 def test_arbiter_grants_the_single_slot_by_priority():
@@ -40,7 +50,8 @@ def test_arbiter_grants_the_single_slot_by_priority():
 
     first = threading.Thread(target=holder)
     first.start()
-    while not order:
+    deadline = time.monotonic() + 5
+    while not order and time.monotonic() < deadline:
         time.sleep(0.001)
     threads = [threading.Thread(target=worker, args=(n,)) for n in ("prefill", "verify", "decode")]
     for t in threads:
