@@ -1,0 +1,24 @@
+"""PD-Verify dashboard – the frame only: page config, session defaults, navigation.
+
+Run with ``streamlit run app.py``. The pages live in ``pages/``; everything
+that runs in the background belongs to ``pages.run_manager``.
+"""
+
+import streamlit as st
+
+from pages.settings import session_defaults
+
+st.set_page_config(page_title="PD-Verify", page_icon=":material/bolt:", layout="wide")
+
+for key, value in session_defaults().items():
+    st.session_state.setdefault(key, value)
+
+# URL paths differ from the file names on purpose: until some session has run this file, Streamlit
+# treats pages/ as a directory of pages, and a first visit straight to /<file name> would skip this frame
+pages = [
+    st.Page("pages/live_run.py", title="Live run", icon=":material/monitoring:", url_path="live", default=True),
+    st.Page("pages/sweep_run.py", title="Sweep", icon=":material/stacked_line_chart:", url_path="sweep"),
+    st.Page("pages/saved_runs.py", title="Runs", icon=":material/folder_open:", url_path="runs"),
+    st.Page("pages/inspect_request.py", title="Inspect", icon=":material/text_select_start:", url_path="inspect"),
+]
+st.navigation(pages, position="top").run()

@@ -1,0 +1,196 @@
+"""The replay settings the Live run and Sweep pages share, drawn in the sidebar.
+
+Every widget is keyed ``<page>.<field>`` (starting values: ``pages.settings``)
+and keeps its value across page switches. ``replay_form`` returns the
+``ReplaySpec`` the widgets describe, or the one problem that stops it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from engine.config import CONTROLLERS, ControllerConfig, EngineConfig, SamplingParams
+from metrics.summary import SLO
+from pages.figures import ENGINE_LABELS
+from pages.replay_launch import ReplaySpec
+from pages.settings import ENGINE_ORDER, preset_options
+from pages.uploads import UploadCheck, save_and_check
+from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
+from workloads.sharegpt import BUNDLED
+from workloads.synthetic import LengthSpec
+from workloads.trace import SYNTHETIC, DatasetSpec
+
+KEEP = "session"  # widget values survive page switches
+DATASET_LABELS = {"sharegpt": "ShareGPT (bundled)", "synthetic": "Synthetic", "upload": "Upload ShareGPT JSON"}
+LOAD_LABELS = {"closed": "Concurrency (closed loop)", "open": "Request rate (open loop)"}
+PRESET_HELP = (
+    "smol: SmolLM2-135M-Instruct verifier with its distilled draft (first use converts the GGUF once). "
+    "tiny: a random in-code pair that loads in a second – for trying the dashboard, not for real numbers."
+)
+
+
+@st.cache_data(max_entries=8, show_spinner="Checking the uploaded file")
+def _check_upload(data: bytes, name: str) -> UploadCheck:
+    return save_and_check(data, name)
+
+
+def _numbers(text: str, convert, what: str) -> tuple:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"give at least one {what}")
+    try:
+        return tuple(dict.fromkeys(convert(p) for p in parts))
+    except ValueError:
+        raise ValueError(f"{what}s must be a comma list of numbers, got {text!r}") from None
+
+
+def engine_toggles(prefix: str) -> tuple[str, ...]:
+    st.markdown("**Engines**")
+    left, right = st.columns(2)
+    chosen = []
+    for i, engine in enumerate(ENGINE_ORDER):
+        with left if i % 2 == 0 else right:
+            if st.toggle(ENGINE_LABELS[engine], key=f"{prefix}.engine.{engine}", persist_state=KEEP):
+                chosen.append(engine)
+    return tuple(chosen)
+
+
+def _dataset(prefix: str) -> DatasetSpec:
+    choice = st.radio(
+        "Prompts", tuple(DATASET_LABELS), format_func=DATASET_LABELS.get, key=f"{prefix}.dataset", persist_state=KEEP
+    )
+    if choice == "synthetic":
+        left, right = st.columns(2)
+        prompt_len = left.number_input(
+            "Prompt tokens", 1, 4096, key=f"{prefix}.synthetic_input_len", persist_state=KEEP
+        )
+        output_len = right.number_input(
+            "Output tokens", 1, 4096, key=f"{prefix}.synthetic_output_len", persist_state=KEEP
+        )
+        return DatasetSpec(SYNTHETIC, LengthSpec(int(prompt_len)), LengthSpec(int(output_len)))
+    if choice == "upload":
+        upload = st.file_uploader("ShareGPT JSON file", type=["json"], key=f"{prefix}.upload")
+        if upload is None:
+            raise ValueError("upload a ShareGPT JSON file, or choose another prompt source")
+        check = _check_upload(upload.getvalue(), upload.name)
+        if check.error:
+            raise ValueError(check.error)
+        note = " (the file is cut short; complete records kept)" if check.truncated else ""
+        st.caption(f"{check.usable} usable records{note}")
+        return DatasetSpec(str(check.path))
+    return DatasetSpec(BUNDLED)
+
+
+def _policies(prefix: str, sweep: bool) -> tuple[ArrivalPolicy, ...]:
+    mode = st.radio(
+        "Load", tuple(LOAD_LABELS), format_func=LOAD_LABELS.get, key=f"{prefix}.load_mode", persist_state=KEEP
+    )
+    if mode == "closed":
+        if sweep:
+            text = st.text_input("Concurrency levels", key=f"{prefix}.concurrencies", persist_state=KEEP)
+            return tuple(ClosedLoop(c) for c in _numbers(text, int, "concurrency level"))
+        return (
+            ClosedLoop(int(st.number_input("Concurrency", 1, 256, key=f"{prefix}.concurrency", persist_state=KEEP))),
+        )
+    if sweep:
+        text = st.text_input("Request rates (req/s; inf = all at once)", key=f"{prefix}.rates", persist_state=KEEP)
+        rates = _numbers(text, float, "request rate")
+    else:
+        rates = (
+            st.number_input("Request rate (req/s)", 0.01, 1000.0, key=f"{prefix}.request_rate", persist_state=KEEP),
+        )
+    if any(not (r > 0) or math.isnan(r) for r in rates):
+        raise ValueError("request rates must be > 0")
+    burst = st.number_input(
+        "Burstiness",
+        0.05,
+        100.0,
+        key=f"{prefix}.burstiness",
+        persist_state=KEEP,
+        help="Gamma shape: 1 = Poisson, < 1 burstier",
+    )
+    cap = st.number_input("Max in flight (0 = no cap)", 0, 1024, key=f"{prefix}.max_concurrency", persist_state=KEEP)
+    return tuple(OpenLoop(float(r), float(burst), int(cap) or None) for r in rates)
+
+
+def _controller(prefix: str) -> ControllerConfig:
+    kind = st.selectbox(
+        "Draft-length controller",
+        CONTROLLERS,
+        key=f"{prefix}.controller",
+        persist_state=KEEP,
+        help="fixed: L never changes; feedback: follows acceptance and queues; goodput: maximises expected tokens/s",
+    )
+    if kind == "fixed":
+        length = st.slider("Draft length L", 0, 16, key=f"{prefix}.draft_len", persist_state=KEEP)
+        return ControllerConfig("fixed", draft_len=length, min_len=0, max_len=max(length, 1))
+    low, high = st.slider("L bounds", 0, 16, key=f"{prefix}.bounds", persist_state=KEEP)
+    start = st.slider("Starting L", 0, 16, key=f"{prefix}.draft_len", persist_state=KEEP)
+    return ControllerConfig(kind, draft_len=start, min_len=low, max_len=high)
+
+
+def _attempt(problems: list[str], draw, *args):
+    """Draw one section; a ValueError becomes a problem and the rest of the form is still drawn."""
+    try:
+        return draw(*args)
+    except ValueError as exc:
+        problems.append(str(exc))
+        return None
+
+
+def _slo(prefix: str) -> SLO | None:
+    if not st.toggle("Goodput SLOs", key=f"{prefix}.slo", persist_state=KEEP):
+        return None
+    left, right = st.columns(2)
+    ttft = left.number_input("TTFT ms", 1.0, 1e6, key=f"{prefix}.ttft_slo_ms", persist_state=KEEP)
+    tpot = right.number_input("TPOT ms", 1.0, 1e6, key=f"{prefix}.tpot_slo_ms", persist_state=KEEP)
+    return SLO(float(ttft), float(tpot))
+
+
+def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, str | None]:
+    """Draw the settings in the sidebar; ``(spec, None)``, or ``(None, problem)`` when they cannot run."""
+    problems: list[str] = []
+    with st.sidebar:
+        engines = engine_toggles(prefix)
+        st.divider()
+        preset = st.selectbox(
+            "Model preset", preset_options(), key=f"{prefix}.preset", persist_state=KEEP, help=PRESET_HELP
+        )
+        dataset = _attempt(problems, _dataset, prefix)
+        left, right = st.columns(2)
+        num = left.number_input("Requests", 1, 10_000, key=f"{prefix}.num_requests", persist_state=KEEP)
+        max_new = right.number_input("Max new tokens", 1, 2048, key=f"{prefix}.max_new_tokens", persist_state=KEEP)
+        st.divider()
+        policies = _attempt(problems, _policies, prefix, sweep)
+        st.divider()
+        temperature = st.slider("Temperature", 0.0, 2.0, step=0.05, key=f"{prefix}.temperature", persist_state=KEEP)
+        controller = _attempt(problems, _controller, prefix)
+        slo = _attempt(problems, _slo, prefix)
+        simultaneous = not sweep and st.checkbox(
+            "Run simultaneously",
+            key=f"{prefix}.simultaneous",
+            persist_state=KEEP,
+            help="All engines at once, sharing the device; by default they run one after another.",
+        )
+    if not engines:
+        problems.insert(0, "switch on at least one engine")
+    if problems:
+        return None, problems[0]
+    try:
+        spec = ReplaySpec(
+            kind=prefix,
+            preset=preset,
+            engines=engines,
+            policies=policies,
+            dataset=dataset,
+            num_requests=int(num),
+            config=EngineConfig(engine=engines[0], controller=controller),
+            params=SamplingParams(temperature=float(temperature), max_new_tokens=int(max_new), seed=0),
+            slo=slo,
+            simultaneous=simultaneous,
+        )
+    except ValueError as exc:
+        return None, str(exc)
+    return spec, None

@@ -1,0 +1,88 @@
+"""Inspect: one prompt through one engine, token by token.
+
+The output is painted by how each token was produced (accepted draft token,
+correction, bonus, first / plain decode), and a bar chart shows every verify
+step's draft length and accepted count (``Request.steps``).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from metrics.request_metrics import request_metrics
+from pages import controls, figures, tables
+from pages.inspect_launch import InspectLaunch, InspectSpec, InspectView
+from pages.run_manager import run_manager
+from pages.settings import ENGINE_ORDER, preset_options
+from pages.token_view import legend_html, pieces_html
+
+KEEP = "session"
+manager = run_manager()
+
+
+def current_view() -> InspectView | None:
+    launch = manager.latest("inspect")
+    return launch.view() if isinstance(launch, InspectLaunch) else None
+
+
+def describe_end(view: InspectView) -> str:
+    request = view.request
+    return (
+        "" if request is None else f"{request.num_output_tokens} tokens from {figures.engine_label(view.spec.engine)}."
+    )
+
+
+st.header("Inspect one request", divider="gray")
+prompt = st.text_area("Prompt", key="inspect.prompt", persist_state=KEEP, height=100)
+cols = st.columns(5)
+engine = cols[0].selectbox(
+    "Engine", ENGINE_ORDER, format_func=figures.engine_label, key="inspect.engine", persist_state=KEEP
+)
+preset = cols[1].selectbox("Model preset", preset_options(), key="inspect.preset", persist_state=KEEP)
+max_new = cols[2].number_input("Max new tokens", 1, 1024, key="inspect.max_new_tokens", persist_state=KEEP)
+temperature = cols[3].slider("Temperature", 0.0, 2.0, step=0.05, key="inspect.temperature", persist_state=KEEP)
+length = cols[4].slider("Draft length L", 0, 16, key="inspect.draft_len", persist_state=KEEP)
+
+spec, problem = None, None
+try:
+    controller = ControllerConfig("fixed", draft_len=length, min_len=0, max_len=max(length, 1))
+    spec = InspectSpec(
+        preset=preset,
+        engine=engine,
+        prompt=prompt,
+        config=EngineConfig(engine=engine, controller=controller),
+        params=SamplingParams(temperature=float(temperature), max_new_tokens=int(max_new), seed=0),
+    )
+except ValueError as exc:
+    problem = str(exc)
+controls.start_stop(manager, "inspect", spec, problem)
+shown = current_view()
+every = controls.remember_rendered("inspect", shown)
+
+
+@st.fragment(run_every=every)
+def output_card() -> None:
+    view = current_view()
+    if view is None or view.request is None:
+        return
+    request = view.request
+    st.html(legend_html())
+    st.html(pieces_html(view.pieces))
+    m = request_metrics(request, request.arrival_time or 0.0)
+    cols = st.columns(6)
+    cols[0].metric("output tokens", m.output_tokens)
+    cols[1].metric("verify steps", m.verify_steps)
+    cols[2].metric(
+        "acceptance", tables.fmt(m.accepted_tokens / m.drafted_tokens if m.drafted_tokens else None, digits=2)
+    )
+    cols[3].metric(
+        "tokens / step", tables.fmt(1 + m.accepted_tokens / m.verify_steps if m.verify_steps else None, digits=2)
+    )
+    cols[4].metric("TTFT (ms)", tables.fmt(m.ttft_ms))
+    cols[5].metric("TPOT (ms)", tables.fmt(m.tpot_ms, digits=1))
+    st.plotly_chart(figures.step_bars(tables.steps_frame(request), view.spec.engine), key="inspect.chart.steps")
+
+
+controls.status_card("inspect", current_view, "Write a prompt, pick an engine, then press **Start**.", describe_end)
+output_card()

@@ -1,0 +1,94 @@
+"""A launch: what one press of a Start button runs in the background.
+
+A launch owns one worker thread. The worker loads the model pair through the
+run manager (cached per preset and device; the loader's progress callback only
+stores a message and a fraction, which the page shows) and then does the
+launch's work (``pages.replay_launch``, ``pages.inspect_launch``). Nothing here
+calls Streamlit: pages read ``status()`` and the subclasses' ``view()``, which
+return immutable values.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.models import ModelPair
+from engine.presets import ProgressFn
+
+log = logging.getLogger(__name__)
+
+PairLoader = Callable[[str, str, ProgressFn], ModelPair]  # (preset, device, progress) -> pair
+POLL_S = 0.2  # how often a worker re-checks cancel and finished work: Stop feels immediate
+
+
+@dataclass(frozen=True)
+class LaunchStatus:
+    state: str  # "loading" | "running" | "done" | "cancelled" | "failed"
+    message: str  # what the worker is doing (model loading steps, trace sampling)
+    fraction: float  # progress of model loading, 0..1
+    error: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("loading", "running")
+
+
+class Launch:
+    """A background worker with a status; subclasses implement ``_work``."""
+
+    kind = ""
+
+    def __init__(self, launch_id: str, load_pair: PairLoader) -> None:
+        self.id = launch_id
+        self.started = time.time()
+        self._load_pair = load_pair
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._status = LaunchStatus("loading", "Starting", 0.0, None)
+        self._thread = threading.Thread(target=self._main, name=f"pdv-{self.kind}-launch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def cancel(self) -> None:
+        """Ask the launch to stop; safe to call any number of times."""
+        self._cancel.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def active(self) -> bool:
+        return self.status().active
+
+    def status(self) -> LaunchStatus:
+        with self._lock:
+            return self._status
+
+    def _progress(self, message: str, fraction: float) -> None:
+        with self._lock:
+            self._status = LaunchStatus(self._status.state, message, fraction, None)
+
+    def _main(self) -> None:
+        try:
+            error = self._work()
+        except Exception as exc:  # shown on the page; what was measured before stays
+            log.exception("%s launch %s failed", self.kind, self.id)
+            error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        state = "failed" if error else "cancelled" if self._cancel.is_set() else "done"
+        with self._lock:
+            self._status = LaunchStatus(state, self._status.message, self._status.fraction, error)
+
+    def _work(self) -> str | None:
+        """Do the launch's work on the worker thread; return an error message, or None."""
+        raise NotImplementedError
+
+    def _pair(self, preset: str, device: str) -> ModelPair:
+        self._progress(f"Loading the {preset} model pair", 0.0)
+        return self._load_pair(preset, device, self._progress)

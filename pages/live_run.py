@@ -1,0 +1,139 @@
+"""Live run: the chosen engines replay one trace; every chart fills while they run.
+
+Settings are in the sidebar (``pages.forms``). Start hands a ``ReplaySpec`` to
+the run manager; each card below is a fragment that redraws from the manager's
+view every second while the launch is active. Engines sit side by side in
+columns, in the same colour on every chart.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages import controls, figures, tables
+from pages.forms import replay_form
+from pages.replay_launch import ReplayLaunch, ReplayView, RunView
+from pages.run_manager import run_manager
+
+manager = run_manager()
+spec, problem = replay_form("live")
+
+
+def current_view() -> ReplayView | None:
+    launch = manager.latest("live")
+    return launch.view() if isinstance(launch, ReplayLaunch) else None
+
+
+def describe_running(view: ReplayView) -> str:
+    now = [figures.engine_label(r.engine) for r in view.runs if r.state in ("warmup", "running")]
+    doing = f"Running {', '.join(now)}" if now else "Running"
+    return f"{doing} – each engine's run is saved to `{view.out_dir.name}` in the runs directory when it ends."
+
+
+def describe_end(view: ReplayView) -> str:
+    crashed = sum(1 for r in view.results if r.engine_error)
+    note = f" {crashed} of them ended with an engine error (shown in its panel)." if crashed else ""
+    return f"{len(view.results)} run(s) saved to `{view.out_dir.name}` in the runs directory (see the Runs page).{note}"
+
+
+st.header("Live run", divider="gray")
+controls.start_stop(manager, "live", spec, problem)
+if spec is not None and spec.simultaneous:
+    st.info(
+        "Run simultaneously: every engine runs at the same time and they share the device, "
+        "so each engine's numbers include the load of the others."
+    )
+else:
+    st.caption(
+        "Engines run one after another on the identical trace, each alone on the device; their panels fill in turn."
+    )
+shown = current_view()
+every = controls.remember_rendered("live", shown)
+
+
+def engine_panel(run: RunView, ts: pd.DataFrame) -> None:
+    color = figures.engine_color(run.engine)
+    label = figures.engine_label(run.engine)
+    st.markdown(f"<h4 style='margin:0;color:{color}'>● {label}</h4>", unsafe_allow_html=True)
+    done = run.finished / run.total if run.total else 0.0
+    st.progress(done, text=f"{run.finished}/{run.total} requests · {run.state}")
+    if run.result is not None and run.result.engine_error:
+        st.error(f"The {label} engine crashed: {run.result.engine_error}")
+    s = run.summary
+    a, b, c = st.columns(3)
+    a.metric("tok/s", tables.fmt(s.output_tok_s if s else None, digits=1))
+    b.metric("acceptance", tables.fmt(s.acceptance_rate if s else None, digits=2))
+    c.metric("acc. length", tables.fmt(s.mean_acceptance_length if s else None, digits=2))
+    for metric in ("TTFT", "TPOT"):
+        cols = st.columns(3)
+        for col, q in zip(cols, ("p50", "p95", "p99"), strict=True):
+            value = getattr(s, f"{metric.lower()}_{q}_ms") if s else None
+            col.metric(f"{metric} {q} (ms)", tables.fmt(value))
+    st.plotly_chart(figures.queue_depths(ts, run.engine), key=f"live.chart.queue.{run.engine}")
+
+
+@st.fragment(run_every=every)
+def engine_panels() -> None:
+    view = current_view()
+    if view is None:
+        return
+    ts = tables.runs_timeseries(view.runs, manager.series_frames)
+    columns = st.columns(len(view.runs), border=True)
+    for column, run in zip(columns, view.runs, strict=True):
+        with column:
+            engine_panel(run, ts)
+
+
+@st.fragment(run_every=every)
+def timeline_card() -> None:
+    view = current_view()
+    if view is None:
+        return
+    ts = tables.runs_timeseries(view.runs, manager.series_frames)
+    left, right = st.columns(2)
+    left.plotly_chart(figures.throughput_over_time(ts), key="live.chart.throughput")
+    right.plotly_chart(figures.device_utilisation(ts), key="live.chart.device")
+
+
+@st.fragment(run_every=every)
+def latency_card() -> None:
+    view = current_view()
+    if view is None:
+        return
+    requests = tables.runs_requests(view.runs)
+    left, right = st.columns(2)
+    left.plotly_chart(
+        figures.latency_histogram(requests, "ttft_ms", "TTFT (time to first token)"), key="live.chart.ttft"
+    )
+    right.plotly_chart(
+        figures.latency_histogram(requests, "tpot_ms", "TPOT (time per output token)"), key="live.chart.tpot"
+    )
+
+
+@st.fragment(run_every=every)
+def speculation_card() -> None:
+    view = current_view()
+    if view is None:
+        return
+    ts = tables.runs_timeseries(view.runs, manager.series_frames)
+    left, right = st.columns(2)
+    left.plotly_chart(figures.draft_length_over_time(ts), key="live.chart.draft_len")
+    right.plotly_chart(figures.acceptance_over_time(ts), key="live.chart.acceptance")
+
+
+controls.status_card(
+    "live",
+    current_view,
+    "Choose engines and settings in the sidebar, then press **Start**.",
+    describe_end,
+    describe_running,
+)
+engine_panels()
+timeline_card()
+latency_card()
+speculation_card()
+if shown is not None and shown.results and not shown.status.active:
+    st.subheader("Summary")
+    summary = tables.results_frames(shown.results).summary
+    st.dataframe(summary.drop(columns=["run_id"]).round(2), hide_index=True)

@@ -1,0 +1,162 @@
+"""Runs: every run directory under the runs root – open one, compare several, download, delete.
+
+A run directory is what ``python -m workloads replay --out DIR`` writes, and
+what the Live run and Sweep pages write for each launch: the same five files,
+read back with ``metrics.runs``. Opening several directories puts all their
+runs on the same charts, one colour per engine.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from metrics.export import RunFilesError
+from metrics.frames import cdf, with_labels
+from metrics.runs import RunDirectory, list_run_dirs, load_run_dir
+from metrics.schema import RUN_FILES
+from pages import figures
+from pages.run_manager import run_manager
+
+MIME = {".csv": "text/csv", ".jsonl": "application/x-ndjson", ".json": "application/json"}
+
+manager = run_manager()
+root = manager.runs_root
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def load(path: str, modified: float) -> RunDirectory:
+    """A run directory's frames; ``modified`` (run.json's mtime) makes an appended directory reload."""
+    return load_run_dir(path)
+
+
+def name_of(path: Path) -> str:
+    return "." if path == root else str(path.relative_to(root))
+
+
+st.header("Runs", divider="gray")
+st.caption(f"Run directories under `{root}` (set `PDV_RUNS_DIR` to look elsewhere).")
+infos = list_run_dirs(root)
+if not infos:
+    st.info("No runs yet. Start one on the Live run or Sweep page, or run `python -m workloads replay --out DIR`.")
+    st.stop()
+
+by_name = {name_of(info.path): info for info in infos}
+st.dataframe(
+    pd.DataFrame(
+        [
+            {
+                "directory": name,
+                "modified": datetime.fromtimestamp(info.modified),
+                "runs": len(info.run_ids),
+                "engines": ", ".join(figures.engine_label(e) for e in info.engines),
+            }
+            for name, info in by_name.items()
+        ]
+    ),
+    hide_index=True,
+)
+# newest first by default; directories deleted meanwhile (here or elsewhere) drop out of the choice
+opened_before = st.session_state.get("runs.open")
+st.session_state["runs.open"] = (
+    list(by_name)[:1] if opened_before is None else [n for n in opened_before if n in by_name]
+)
+chosen = st.multiselect("Open (choose several to compare them side by side)", list(by_name), key="runs.open")
+if not chosen:
+    st.stop()
+
+opened: dict[str, RunDirectory] = {}
+for name in chosen:
+    try:
+        opened[name] = load(str(by_name[name].path), by_name[name].modified)
+    except (RunFilesError, OSError, ValueError) as exc:
+        st.error(f"{name} cannot be read: {exc}")
+if not opened:
+    st.stop()
+
+
+def labelled(frame: pd.DataFrame, directory: RunDirectory, name: str) -> pd.DataFrame:
+    out = with_labels(frame, directory.frames.summary)
+    if len(opened) > 1:
+        out["label"] = name + " · " + out["label"]
+    return out
+
+
+summary = pd.concat([labelled(d.frames.summary, d, n) for n, d in opened.items()], ignore_index=True)
+requests = pd.concat([d.frames.requests.assign(directory=n) for n, d in opened.items()], ignore_index=True)
+series = pd.concat([labelled(d.frames.timeseries, d, n) for n, d in opened.items()], ignore_index=True)
+ttft = pd.concat([labelled(cdf(d.frames.requests, "ttft_ms"), d, n) for n, d in opened.items()], ignore_index=True)
+tpot = pd.concat([labelled(cdf(d.frames.requests, "tpot_ms"), d, n) for n, d in opened.items()], ignore_index=True)
+
+charts = st.tabs(["Summary", "Latency distributions", "Over time"])
+with charts[0]:
+    left, right = st.columns(2)
+    left.plotly_chart(
+        figures.summary_bars(summary, {"output_tok_s": "tok/s"}, "Throughput", "output tokens / s"),
+        key="runs.chart.tput",
+    )
+    right.plotly_chart(
+        figures.summary_bars(summary, {"acceptance_rate": "acceptance"}, "Acceptance", "accepted / drafted"),
+        key="runs.chart.accept",
+    )
+    left.plotly_chart(
+        figures.summary_bars(summary, {f"ttft_{q}_ms": q for q in ("p50", "p95", "p99")}, "TTFT", "ms"),
+        key="runs.chart.ttft",
+    )
+    right.plotly_chart(
+        figures.summary_bars(summary, {f"tpot_{q}_ms": q for q in ("p50", "p95", "p99")}, "TPOT", "ms"),
+        key="runs.chart.tpot",
+    )
+with charts[1]:
+    left, right = st.columns(2)
+    left.plotly_chart(figures.cdf_lines(ttft, "TTFT distribution", "ms"), key="runs.chart.ttft_cdf")
+    right.plotly_chart(figures.cdf_lines(tpot, "TPOT distribution", "ms"), key="runs.chart.tpot_cdf")
+with charts[2]:
+    left, right = st.columns(2)
+    left.plotly_chart(figures.throughput_over_time(series, group="label"), key="runs.chart.series_tput")
+    right.plotly_chart(figures.draft_length_over_time(series, group="label"), key="runs.chart.series_len")
+st.dataframe(summary.drop(columns=["label"]).round(2), hide_index=True)
+
+st.subheader("Files")
+for name, directory in opened.items():
+    with st.expander(f"{name} – {len(directory.runs)} run(s)", expanded=len(opened) == 1):
+        first = directory.runs[0] if directory.runs else {}
+        models = first.get("models", {})
+        st.caption(
+            f"models: {models.get('verifier', '?')} (verifier), {models.get('draft', '?')} (draft) · "
+            f"device: {first.get('device', '?')} · dataset: {first.get('trace', {}).get('source', '?')}"
+        )
+        buttons = st.columns(len(RUN_FILES) + 1)
+        for column, file_name in zip(buttons, RUN_FILES, strict=False):
+            path = directory.path / file_name
+            if path.is_file():
+                column.download_button(
+                    file_name,
+                    path.read_bytes(),
+                    file_name=f"{Path(name).name}-{file_name}",
+                    mime=MIME[path.suffix],
+                    icon=":material/download:",
+                    key=f"runs.download.{name}.{file_name}",
+                )
+        confirm_key = "runs.confirm_delete"
+        if st.session_state.get(confirm_key) != name:
+            if buttons[-1].button("Delete", icon=":material/delete:", key=f"runs.delete.{name}"):
+                st.session_state[confirm_key] = name
+                st.rerun()
+            continue
+        st.warning(f"Delete `{directory.path}` and all {len(directory.runs)} run(s) in it? This cannot be undone.")
+        yes, no = st.columns([1, 6])
+        if yes.button("Delete permanently", type="primary", key=f"runs.delete_yes.{name}"):
+            st.session_state.pop(confirm_key, None)
+            try:
+                manager.delete_run_dir(directory.path)
+            except (ValueError, OSError) as exc:
+                st.error(str(exc))
+            else:
+                st.rerun()
+        if no.button("Cancel", key=f"runs.delete_no.{name}"):
+            st.session_state.pop(confirm_key, None)
+            st.rerun()

@@ -1,0 +1,87 @@
+"""Where the dashboard keeps its runs, and what every settings widget starts at.
+
+Environment overrides (read at each script run, so a test or a deployment sets
+them without touching code):
+
+* ``PDV_RUNS_DIR`` – run directories are written and listed here (default
+  ``runs/`` at the repository root, where ``python -m workloads replay`` writes too).
+* ``PDV_DEFAULT_PRESET`` – the model preset the pages start with (default ``smol``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from engine.presets import DEFAULT_PRESET, PRESETS
+
+ROOT = Path(__file__).resolve().parents[1]
+ENGINE_ORDER = ("ar", "baseline", "pd", "pdv")
+DASHBOARD_PRESETS = ("smol", "tiny")  # qwen-coder is not in the default install
+DATASETS = ("sharegpt", "synthetic", "upload")
+LOAD_MODES = ("closed", "open")
+
+
+def runs_dir() -> Path:
+    env = os.environ.get("PDV_RUNS_DIR")
+    return Path(env).expanduser() if env else ROOT / "runs"
+
+
+def default_preset() -> str:
+    preset = os.environ.get("PDV_DEFAULT_PRESET", DEFAULT_PRESET)
+    return preset if preset in PRESETS else DEFAULT_PRESET
+
+
+def preset_options() -> tuple[str, ...]:
+    preset = default_preset()
+    return DASHBOARD_PRESETS if preset in DASHBOARD_PRESETS else (preset, *DASHBOARD_PRESETS)
+
+
+def _replay_defaults(prefix: str) -> dict[str, Any]:
+    return {
+        # Baseline vs PD vs PDV is the comparison the project is about; AR is one click away
+        **{f"{prefix}.engine.{e}": e != "ar" for e in ENGINE_ORDER},
+        f"{prefix}.preset": default_preset(),
+        f"{prefix}.dataset": "sharegpt",
+        f"{prefix}.synthetic_input_len": 128,
+        f"{prefix}.synthetic_output_len": 64,
+        f"{prefix}.load_mode": "closed",
+        f"{prefix}.burstiness": 1.0,  # Poisson arrivals
+        f"{prefix}.max_concurrency": 0,  # 0 = no cap on an open loop
+        f"{prefix}.temperature": 0.0,  # greedy: every engine must then produce the same text
+        f"{prefix}.controller": "fixed",
+        f"{prefix}.draft_len": 4,
+        f"{prefix}.bounds": (1, 8),  # feedback/goodput: beyond 8 a small draft's acceptance rarely pays
+        f"{prefix}.slo": False,
+        f"{prefix}.ttft_slo_ms": 2000.0,
+        f"{prefix}.tpot_slo_ms": 200.0,
+        f"{prefix}.seed": 0,
+    }
+
+
+def session_defaults() -> dict[str, Any]:
+    """Every settings widget's starting value, keyed by its widget key."""
+    return {
+        **_replay_defaults("live"),
+        # 8 requests x 3 engines at concurrency 4 with 32 new tokens: on the default preset a
+        # Baseline/PD/PDV comparison on a 2-core CPU fills every chart within a minute and ends in
+        # about two (48 tokens took three, measured with the dashboard open in a local browser)
+        "live.num_requests": 8,
+        "live.concurrency": 4,
+        "live.request_rate": 2.0,
+        "live.max_new_tokens": 32,
+        "live.simultaneous": False,  # one engine at a time: each is measured alone on the device
+        **_replay_defaults("sweep"),
+        # three load points x three engines of 6 short requests: a few minutes on a 2-core CPU
+        "sweep.num_requests": 6,
+        "sweep.concurrencies": "1,2,4",
+        "sweep.rates": "0.5,1,2",
+        "sweep.max_new_tokens": 32,
+        "inspect.preset": default_preset(),
+        "inspect.engine": "pdv",
+        "inspect.prompt": "Explain in three sentences why the sky is blue.",
+        "inspect.max_new_tokens": 64,
+        "inspect.temperature": 0.0,
+        "inspect.draft_len": 4,
+    }

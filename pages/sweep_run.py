@@ -1,0 +1,108 @@
+"""Sweep: the chosen engines at several concurrency levels (or request rates), one run at a time.
+
+Every engine runs at every load point on the same trace, load point by load
+point, so a sweep stopped early still compares all engines at the loads it
+reached. The charts and the table fill in as runs end.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from pages import controls, figures, tables
+from pages.forms import replay_form
+from pages.replay_launch import ReplayLaunch, ReplayView
+from pages.run_manager import run_manager
+
+manager = run_manager()
+spec, problem = replay_form("sweep", sweep=True)
+
+SUMMARY_COLUMNS = [
+    "engine", "concurrency", "request_rate", "completed", "failed", "output_tok_s", "req_s", "ttft_p50_ms",
+    "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "acceptance_rate",
+    "mean_acceptance_length", "mean_draft_len", "goodput_req_s",
+]  # fmt: skip
+
+
+def current_view() -> ReplayView | None:
+    launch = manager.latest("sweep")
+    return launch.view() if isinstance(launch, ReplayLaunch) else None
+
+
+def describe_end(view: ReplayView) -> str:
+    return f"{len(view.results)} of {len(view.runs)} run(s) saved to `{view.out_dir.name}` in the runs directory."
+
+
+st.header("Sweep", divider="gray")
+controls.start_stop(manager, "sweep", spec, problem)
+st.caption("Runs never overlap: each engine has the device to itself at every load point.")
+shown = current_view()
+every = controls.remember_rendered("sweep", shown)
+
+
+@st.fragment(run_every=every)
+def progress_card() -> None:
+    view = current_view()
+    if view is None or not view.runs:
+        return
+    total = sum(r.total for r in view.runs)
+    finished = sum(r.finished for r in view.runs)
+    current = next((r for r in view.runs if r.state in ("warmup", "running")), None)
+    text = f"{finished}/{total} requests over {len(view.runs)} runs"
+    if current is not None:
+        text += f" · now {figures.engine_label(current.engine)} at {current.load}"
+    st.progress(finished / total if total else 0.0, text=text)
+    rows = [
+        {
+            "engine": figures.engine_label(r.engine),
+            "load": r.load,
+            "state": r.state,
+            "requests": f"{r.finished}/{r.total}",
+            "tok/s": r.summary.output_tok_s if r.summary else None,
+            "TTFT p95 ms": r.summary.ttft_p95_ms if r.summary else None,
+            "TPOT p95 ms": r.summary.tpot_p95_ms if r.summary else None,
+        }
+        for r in view.runs
+    ]
+    with st.expander("Runs", expanded=view.status.active):
+        st.dataframe(pd.DataFrame(rows).round(1), hide_index=True)
+    for r in view.runs:
+        if r.result is not None and r.result.engine_error:
+            st.error(f"{figures.engine_label(r.engine)} at {r.load} crashed: {r.result.engine_error}")
+
+
+@st.fragment(run_every=every)
+def charts_card() -> None:
+    view = current_view()
+    if view is None:
+        return
+    frames = tables.results_frames(view.results)
+    summary = tables.with_mean_draft_length(frames.summary, frames.requests)
+    closed = summary["request_rate"].isna().all()
+    x = "concurrency" if closed else "request_rate"
+    charts = (
+        ({"output_tok_s": ""}, "Throughput", "output tokens / s"),
+        ({"ttft_p95_ms": "p95", "ttft_p99_ms": "p99"}, "TTFT p95 / p99", "ms"),
+        ({"tpot_p95_ms": "p95", "tpot_p99_ms": "p99"}, "TPOT p95 / p99", "ms"),
+        ({"acceptance_rate": ""}, "Acceptance (accepted / drafted)", "share accepted"),
+        (
+            {"mean_draft_len": "L", "mean_acceptance_length": "tokens/step"},
+            "Mean draft length and tokens per step",
+            "tokens",
+        ),
+    )
+    columns = st.columns(2)
+    for i, (metrics, title, y_title) in enumerate(charts):
+        with columns[i % 2]:
+            st.plotly_chart(figures.metric_vs_load(summary, metrics, x, title, y_title), key=f"sweep.chart.{i}")
+    if not summary.empty:
+        st.subheader("Results")
+        st.dataframe(summary[SUMMARY_COLUMNS].round(2), hide_index=True)
+
+
+controls.status_card(
+    "sweep", current_view, "Choose engines and load levels in the sidebar, then press **Start**.", describe_end
+)
+progress_card()
+charts_card()

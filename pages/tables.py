@@ -1,0 +1,106 @@
+"""DataFrames the pages chart, built from the run manager's views with ``metrics`` functions.
+
+Finished runs go through ``metrics.frames.live_frames`` – the same frames the
+Runs page reads back from the files – so a chart cannot tell a run that just
+ended from one loaded from disk. A run in progress has only its time series
+rows and finished requests; those become frames with the same column names.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import fields
+
+import pandas as pd
+
+from engine.request import Request
+from metrics.frames import RunFrames, live_frames, timeseries_frame
+from metrics.timeseries import TimeseriesRow
+from pages.replay_launch import RunView
+from workloads.replay import RunResult
+
+REQUEST_FIELDS = (
+    "request_id", "status", "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "drafted_tokens", "accepted_tokens",
+    "verify_steps",
+)  # fmt: skip
+
+
+class SeriesFrames:
+    """Time series frames already built, per run: the live cards redraw every second and rows only grow.
+
+    Owned by the run manager, shared by every card and tab; safe across threads.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._frames: dict[tuple[str, str], tuple[tuple[TimeseriesRow, ...], pd.DataFrame]] = {}
+
+    def get(self, run: RunView) -> pd.DataFrame:
+        key, rows = (run.engine, run.load), run.timeseries
+        with self._lock:
+            cached = self._frames.get(key)
+        # rows are immutable and only appended (the last one may be replaced when the run stops)
+        if cached is not None and len(cached[0]) == len(rows) and cached[0][0] is rows[0] and cached[0][-1] is rows[-1]:
+            return cached[1]
+        frame = timeseries_frame(rows)
+        frame.insert(0, "engine", run.engine)
+        frame.insert(1, "load", run.load)
+        with self._lock:
+            if len(self._frames) >= self._size:
+                self._frames.clear()
+            self._frames[key] = (rows, frame)
+        return frame
+
+
+def runs_timeseries(runs: Sequence[RunView], frames: SeriesFrames | None = None) -> pd.DataFrame:
+    """Every time series row of ``runs`` (all ``TimeseriesRow`` fields) plus ``engine`` and ``load``."""
+    frames = frames if frames is not None else SeriesFrames()
+    parts = [frames.get(run) for run in runs if run.timeseries]
+    if not parts:
+        return pd.DataFrame(columns=["engine", "load", *(f.name for f in fields(TimeseriesRow))])
+    return pd.concat(parts, ignore_index=True)
+
+
+def runs_requests(runs: Sequence[RunView]) -> pd.DataFrame:
+    """One row per finished request of ``runs``: ``engine``, ``load`` and ``REQUEST_FIELDS``."""
+    rows = [
+        {"engine": run.engine, "load": run.load, **{name: getattr(m, name) for name in REQUEST_FIELDS}}
+        for run in runs
+        for m in run.requests
+    ]
+    return pd.DataFrame(rows, columns=["engine", "load", *REQUEST_FIELDS])
+
+
+def results_frames(results: Sequence[RunResult]) -> RunFrames:
+    """Frames of finished runs, identical to loading their run directory."""
+    return live_frames([r.record() for r in results])
+
+
+def with_mean_draft_length(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` plus ``mean_draft_len``: tokens drafted per verify step over the run's requests."""
+    out = summary.copy()
+    if requests.empty:
+        out["mean_draft_len"] = float("nan")
+        return out
+    totals = requests.groupby("run_id")[["drafted_tokens", "verify_steps"]].sum()
+    per_run = (totals["drafted_tokens"] / totals["verify_steps"].where(totals["verify_steps"] > 0)).rename(
+        "mean_draft_len"
+    )
+    return out.merge(per_run, left_on="run_id", right_index=True, how="left")
+
+
+def steps_frame(request: Request) -> pd.DataFrame:
+    """One row per verify step of ``request``: ``step`` (1-based), ``draft_len``, ``accepted``."""
+    return pd.DataFrame(
+        [(i + 1, s.draft_len, s.accepted) for i, s in enumerate(request.steps)],
+        columns=["step", "draft_len", "accepted"],
+    )
+
+
+def fmt(value: float | None, unit: str = "", digits: int = 0) -> str:
+    """A tile's text: ``—`` for a value not measured yet (None or NaN)."""
+    if value is None or pd.isna(value):
+        return "—"
+    return f"{value:,.{digits}f}{unit}"

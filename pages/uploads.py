@@ -1,0 +1,51 @@
+"""An uploaded ShareGPT file: kept under a content-addressed name and checked before any run uses it.
+
+The check reads the file with the same reader a replay uses
+(``workloads.sharegpt.iter_exchanges``), so a file it accepts is one the run can
+read; what it refuses comes back as one message naming the uploaded file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from workloads.sharegpt import DatasetError, ScanReport, TruncatedDatasetWarning, iter_exchanges
+
+UPLOAD_DIR = Path(tempfile.gettempdir()) / "pd-verify-uploads"
+
+
+@dataclass(frozen=True)
+class UploadCheck:
+    path: Path | None  # None when the file cannot be used
+    usable: int  # records with a first human turn
+    error: str | None
+    truncated: bool = False
+
+
+def save_and_check(data: bytes, name: str, directory: Path = UPLOAD_DIR) -> UploadCheck:
+    """Store ``data`` (an upload called ``name``) and count its usable ShareGPT records."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{hashlib.sha256(data).hexdigest()[:16]}.json"
+    if not path.exists():
+        path.write_bytes(data)
+    report, skipped = ScanReport(), Counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TruncatedDatasetWarning)  # reported below as `truncated`
+            usable = sum(1 for _ in iter_exchanges(path, report, skipped))
+    except (DatasetError, UnicodeError, ValueError) as exc:
+        return UploadCheck(None, 0, f"{name} cannot be used: {str(exc).replace(str(path), name)}")
+    if usable == 0:
+        reasons = "; ".join(f"{reason} ({n})" for reason, n in skipped.most_common(3)) or "the array is empty"
+        return UploadCheck(
+            None,
+            0,
+            f"{name} has no usable ShareGPT records – expected a JSON array of "
+            f'{{"id", "conversations": [{{"from": "human", "value": ...}}, ...]}}: {reasons}',
+        )
+    return UploadCheck(path, usable, None, report.truncated_at is not None)

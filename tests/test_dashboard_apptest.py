@@ -1,0 +1,409 @@
+"""The dashboard driven headless through ``streamlit.testing.v1.AppTest``, on the tiny preset.
+
+Each test gets its own runs directory (``PDV_RUNS_DIR``), hence its own run
+manager. Runs are short (a few requests of a few tokens); the page is rerun
+with ``at.run()`` until the launch has ended, within a bounded time.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from metrics.runs import list_run_dirs, load_run_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+PAGES = {
+    "pages/live_run.py": "Live run",
+    "pages/sweep_run.py": "Sweep",
+    "pages/saved_runs.py": "Runs",
+    "pages/inspect_request.py": "Inspect one request",
+}
+ENGINES = ("baseline", "pd", "pdv")
+RUN_TIMEOUT_S = 120
+
+
+@pytest.fixture
+def runs_dir(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "runs"
+    monkeypatch.setenv("PDV_RUNS_DIR", str(path))
+    monkeypatch.setenv("PDV_DEFAULT_PRESET", "tiny")
+    return path
+
+
+def open_app() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def rerun_until(at: AppTest, done: Callable[[AppTest], bool], timeout: float = RUN_TIMEOUT_S) -> AppTest:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        at.run()
+        assert not at.exception, at.exception
+        if done(at):
+            return at
+        time.sleep(0.25)
+    raise AssertionError(f"the page did not reach the expected state within {timeout}s")
+
+
+def ended(kind: str) -> Callable[[AppTest], bool]:
+    def check(at: AppTest) -> bool:
+        rendered = at.session_state[f"{kind}.rendered"] if f"{kind}.rendered" in at.session_state else None
+        return rendered is not None and not rendered[1]
+
+    return check
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    """Plotly figures on the page by element key (the part of the id after the hash)."""
+    return {c.proto.id.split("-", 2)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+
+
+def finished_requests(at: AppTest) -> list[int]:
+    """Requests finished per engine panel, from the progress bars' text ("3/8 requests · running")."""
+    return [int(p.proto.text.split("/")[0]) for p in at.get("progress") if " requests · " in p.proto.text]
+
+
+def values(array) -> list:
+    """A plotly JSON array: a list, or a typed array ``{"dtype", "bdata"}``."""
+    if isinstance(array, dict):
+        return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
+    return list(array)
+
+
+def dashboard_threads() -> list[str]:
+    """Threads the dashboard's launches start: launch workers, jobs, engine lanes, samplers."""
+    names = ("replay-job", "metrics-sampler")
+    return [t.name for t in threading.enumerate() if t.name.startswith("pdv-") or t.name in names]
+
+
+def wait_for_no_threads(timeout: float = 20.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while dashboard_threads() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return dashboard_threads()
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_every_page_renders_without_exception(runs_dir, page):
+    at = open_app()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    assert [h.value for h in at.header] == [PAGES[page]]
+    assert not at.error
+
+
+def test_live_page_defaults_compare_baseline_pd_pdv_on_the_configured_preset(runs_dir):
+    at = open_app()
+    on = {t.key.split(".")[-1]: t.value for t in at.toggle if t.key.startswith("live.engine.")}
+    assert on == {"ar": False, "baseline": True, "pd": True, "pdv": True}
+    assert at.selectbox(key="live.preset").value == "tiny"  # PDV_DEFAULT_PRESET
+    assert at.checkbox(key="live.simultaneous").value is False
+    assert not at.button(key="live.start").disabled
+
+
+def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_dir):
+    at = open_app()
+    at.number_input(key="live.num_requests").set_value(4)
+    at.number_input(key="live.max_new_tokens").set_value(8)
+    at.button(key="live.start").click().run()
+    assert not at.exception, at.exception
+    rerun_until(at, ended("live"))
+
+    assert not at.error, [e.value for e in at.error]
+    assert "Finished" in at.success[0].value and "3 run(s)" in at.success[0].value
+    assert [p.proto.text for p in at.get("progress")] == ["4/4 requests · done"] * 3
+    panels = [m.value for m in at.markdown if m.value.startswith("<h4")]
+    assert [p.split("● ")[1].split("<")[0] for p in panels] == ["Baseline", "PD", "PDV"]
+    figs = charts(at)
+    expected = {"throughput", "device", "ttft", "tpot", "draft_len", "acceptance"}
+    assert {k.removeprefix("live.chart.") for k in figs} >= expected | {f"queue.{e}" for e in ENGINES}
+    for name in ("throughput", "ttft", "tpot", "draft_len"):
+        traces = figs[f"live.chart.{name}"]["data"]
+        assert [t["name"] for t in traces] == ["Baseline", "PD", "PDV"], name
+    tok_s = [m.value for m in at.metric if m.label == "tok/s"]
+    assert len(tok_s) == 3 and all(v != "—" and float(v.replace(",", "")) > 0 for v in tok_s)
+
+    # the job wrote the runs where the Runs page looks
+    (info,) = list_run_dirs(runs_dir)
+    run = load_run_dir(info.path)
+    assert list(run.frames.summary["engine"]) == list(ENGINES)
+    assert (run.frames.summary["completed"] == 4).all()
+    assert wait_for_no_threads() == []
+
+    at.switch_page("pages/saved_runs.py").run()
+    assert not at.exception, at.exception
+    listing = at.dataframe[0].value
+    assert list(listing["directory"]) == [info.path.name] and list(listing["runs"]) == [3]
+    assert at.multiselect(key="runs.open").value == [info.path.name]
+    downloads = [d.proto.label for d in at.get("download_button")]
+    assert downloads == ["requests.csv", "timeseries.csv", "summary.csv", "outputs.jsonl", "run.json"]
+    bars = charts(at)["runs.chart.tput"]["data"][0]
+    assert len(bars["x"]) == 3
+
+
+def test_a_run_in_progress_updates_survives_page_switches_and_other_tabs_and_stops(runs_dir):
+    at = open_app()
+    at.number_input(key="live.num_requests").set_value(2000)  # far more than the test will wait for
+    at.number_input(key="live.max_new_tokens").set_value(64)
+    at.button(key="live.start").click().run()
+    launch_id = at.session_state["live.rendered"][0]
+    rerun_until(at, lambda a: finished_requests(a)[0] >= 2)
+
+    # while the first engine runs, its finished requests are already on the charts and tiles
+    figs = charts(at)
+    assert [t["name"] for t in figs["live.chart.ttft"]["data"]] == ["Baseline"]
+    assert [t["name"] for t in figs["live.chart.throughput"]["data"]] == ["Baseline"]
+    ttft_p50 = [m.value for m in at.metric if m.label == "TTFT p50 (ms)"]
+    assert ttft_p50[0] != "—" and ttft_p50[1:] == ["—", "—"]
+
+    at.switch_page("pages/saved_runs.py").run()
+    at.switch_page("pages/live_run.py").run()
+    assert at.session_state["live.rendered"] == (launch_id, True)  # same launch, still running
+    other_tab = open_app()
+    assert other_tab.session_state["live.rendered"] == (launch_id, True)
+    other_tab.button(key="live.start").click().run()  # a second Start must not start a second launch
+    assert any("already using the device" in w.value for w in other_tab.warning)
+    at.button(key="live.start").click().run()
+    assert any("already using the device" in w.value for w in at.warning)
+    assert at.session_state["live.rendered"] == (launch_id, True)
+
+    at.button(key="live.stop").click().run()
+    other_tab.button(key="live.stop").click().run()  # pressing Stop twice is harmless
+    assert not at.exception and not other_tab.exception
+    rerun_until(at, ended("live"), timeout=60)
+    assert any(w.value.startswith("Stopped") for w in at.warning)
+    states = [p.proto.text.split(" · ")[1] for p in at.get("progress")]
+    assert states == ["cancelled", "skipped", "skipped"]
+    assert wait_for_no_threads() == []
+
+    (info,) = list_run_dirs(runs_dir)  # the cancelled run is still recorded
+    assert info.path.name == launch_id
+    run = load_run_dir(info.path)
+    assert list(run.frames.summary["engine"]) == ["baseline"]
+    assert run.runs[0]["stop_reason"] == "cancelled"
+    assert int(run.frames.summary["num_requests"][0]) < 2000
+
+
+def test_a_bad_upload_shows_one_error_and_a_good_one_is_accepted(runs_dir):
+    at = open_app()
+    at.radio(key="live.dataset").set_value("upload").run()
+    assert at.button(key="live.start").disabled  # nothing uploaded yet
+    at.file_uploader(key="live.upload").upload("broken.json", b'{"not": "an array"', "application/json").run()
+    assert not at.exception, at.exception
+    assert len(at.error) == 1 and "broken.json" in at.error[0].value
+    assert at.button(key="live.start").disabled
+
+    good = [{"id": "a", "conversations": [{"from": "human", "value": "Tell me about the sea."}]}] * 2
+    at.file_uploader(key="live.upload").set_value(("good.json", json.dumps(good).encode(), "application/json")).run()
+    assert not at.exception and not at.error
+    assert any("2 usable records" in c.value for c in at.caption)
+    assert not at.button(key="live.start").disabled
+
+
+def test_a_failing_run_shows_its_error_on_the_page(runs_dir):
+    at = open_app()
+    # every prompt is shorter than the ShareGPT filter's 4 tokens: the trace comes out empty
+    short = [{"id": str(i), "conversations": [{"from": "human", "value": "hi"}]} for i in range(3)]
+    at.radio(key="live.dataset").set_value("upload").run()
+    at.file_uploader(key="live.upload").upload("short.json", json.dumps(short).encode(), "application/json").run()
+    at.button(key="live.start").click().run()
+    rerun_until(at, ended("live"))
+    assert len(at.error) == 1 and "trace is empty" in at.error[0].value
+    assert wait_for_no_threads() == []
+
+
+def test_a_sweep_on_tiny_charts_every_engine_at_every_load(runs_dir):
+    at = open_app()
+    at.switch_page("pages/sweep_run.py").run()
+    at.toggle(key="sweep.engine.pd").set_value(False)
+    at.text_input(key="sweep.concurrencies").set_value("1, 2")
+    at.number_input(key="sweep.num_requests").set_value(3)
+    at.number_input(key="sweep.max_new_tokens").set_value(6)
+    at.button(key="sweep.start").click().run()
+    rerun_until(at, ended("sweep"))
+    assert not at.error, [e.value for e in at.error]
+    assert "4 of 4 run(s)" in at.success[0].value
+    results = at.dataframe[-1].value
+    assert sorted(zip(results["engine"], results["concurrency"], strict=True)) == [
+        ("baseline", 1), ("baseline", 2), ("pdv", 1), ("pdv", 2),
+    ]  # fmt: skip
+    tput = charts(at)["sweep.chart.0"]["data"]
+    assert [t["name"] for t in tput] == ["Baseline", "PDV"]
+    assert [values(t["x"]) for t in tput] == [[1, 2], [1, 2]]
+
+
+def test_inspect_paints_each_token_by_kind_and_charts_the_steps(runs_dir):
+    at = open_app()
+    at.switch_page("pages/inspect_request.py").run()
+    at.number_input(key="inspect.max_new_tokens").set_value(12)
+    at.button(key="inspect.start").click().run()
+    rerun_until(at, ended("inspect"))
+    assert not at.error, [e.value for e in at.error]
+    html = [h.proto.body for h in at.get("html")]
+    assert any("accepted draft token" in h and "correction" in h and "bonus" in h for h in html)  # the legend
+    tokens = next(h for h in html if "white-space:pre-wrap" in h)
+    assert tokens.count("<span") >= 1
+    outputs = {m.label: m.value for m in at.metric}
+    assert 1 <= int(outputs["output tokens"]) <= 12
+    steps = charts(at)["inspect.chart.steps"]["data"]
+    assert [t["name"] for t in steps] == ["drafted", "accepted"]
+    assert wait_for_no_threads() == []
+
+
+def test_simultaneous_runs_say_they_share_the_device_and_are_all_written(runs_dir):
+    at = open_app()
+    at.checkbox(key="live.simultaneous").check().run()
+    assert any("share the device" in i.value for i in at.info)
+    at.number_input(key="live.num_requests").set_value(3)
+    at.number_input(key="live.max_new_tokens").set_value(6)
+    at.button(key="live.start").click().run()
+    rerun_until(at, ended("live"))
+    assert not at.error, [e.value for e in at.error]
+    assert [p.proto.text for p in at.get("progress")] == ["3/3 requests · done"] * 3
+    (info,) = list_run_dirs(runs_dir)
+    run = load_run_dir(info.path)
+    assert sorted(run.frames.summary["engine"]) == sorted(ENGINES)  # one writer at a time: nothing lost
+    assert len(run.frames.requests) == 3 * len(ENGINES)
+    assert all(r["invocation"]["engines_simultaneous"] for r in run.runs)
+    assert wait_for_no_threads() == []
+
+
+def test_model_loading_progress_is_shown_while_the_pair_loads(runs_dir, monkeypatch):
+    from engine.models import load_model_pair
+    from pages import run_manager
+
+    release = threading.Event()
+
+    def slow_load(preset, device="auto", progress=None):
+        progress("Converting SmolLM2 (one-time)", 0.4)
+        assert release.wait(30), "the test never released the loader"
+        return load_model_pair("tiny", device="cpu")
+
+    monkeypatch.setattr(run_manager, "load_model_pair", slow_load)
+    at = open_app()
+    at.number_input(key="live.num_requests").set_value(2)
+    at.number_input(key="live.max_new_tokens").set_value(4)
+    at.button(key="live.start").click().run()
+    loading = [p.proto for p in rerun_until(at, lambda a: bool(a.get("progress"))).get("progress")]
+    assert (loading[0].value, loading[0].text) == (40, "Converting SmolLM2 (one-time)")
+    release.set()
+    rerun_until(at, ended("live"))
+    assert "Finished" in at.success[0].value
+
+
+def write_cli_run(out: Path, engines: str, concurrency: str) -> None:
+    from workloads.__main__ import main
+
+    code = main([
+        "replay", "--engines", engines, "--concurrency", concurrency, "--num-requests", "3",
+        "--dataset", "synthetic", "--input-len", "12", "--output-len", "4", "--preset", "tiny",
+        "--device", "cpu", "--out", str(out),
+    ])  # fmt: skip
+    assert code == 0
+
+
+def test_runs_page_lists_cli_runs_compares_them_and_deletes_after_confirmation(runs_dir, capsys):
+    write_cli_run(runs_dir / "first", "baseline,pdv", "2")
+    write_cli_run(runs_dir / "nested" / "second", "pd", "1,2")
+    capsys.readouterr()
+    at = open_app()
+    at.switch_page("pages/saved_runs.py").run()
+    assert not at.exception, at.exception
+    listing = at.dataframe[0].value
+    assert sorted(zip(listing["directory"], listing["runs"], strict=True)) == [("first", 2), ("nested/second", 2)]
+
+    at.multiselect(key="runs.open").set_value(["first", "nested/second"]).run()
+    assert not at.exception, at.exception
+    summary = at.dataframe[1].value
+    assert sorted(summary["engine"]) == ["baseline", "pd", "pd", "pdv"]
+    tput = charts(at)["runs.chart.tput"]["data"][0]
+    assert sorted(tput["x"]) == ["first · baseline · C=2", "first · pdv · C=2", "nested/second · pd · C=1",
+                                 "nested/second · pd · C=2"]  # fmt: skip
+    assert len(at.get("download_button")) == 2 * 5
+
+    at.button(key="runs.delete.first").click().run()
+    assert any("cannot be undone" in w.value for w in at.warning)
+    at.button(key="runs.delete_no.first").click().run()  # cancelled: nothing deleted
+    assert (runs_dir / "first" / "run.json").is_file()
+    at.button(key="runs.delete.first").click().run()
+    at.button(key="runs.delete_yes.first").click().run()
+    assert not at.exception, at.exception
+    assert not (runs_dir / "first").exists() and (runs_dir / "nested" / "second" / "run.json").is_file()
+    assert list(at.dataframe[0].value["directory"]) == ["nested/second"]
+    assert at.multiselect(key="runs.open").value == ["nested/second"]
+
+
+def test_open_loop_and_an_adaptive_controller_reach_the_engine_as_chosen(runs_dir):
+    at = open_app()
+    at.selectbox(key="live.controller").set_value("goodput").run()
+    at.slider(key="live.bounds").set_value((2, 6))
+    at.slider(key="live.draft_len").set_value(3)
+    at.radio(key="live.load_mode").set_value("open").run()
+    at.number_input(key="live.request_rate").set_value(50.0)
+    at.number_input(key="live.burstiness").set_value(0.5)
+    at.number_input(key="live.num_requests").set_value(3)
+    at.number_input(key="live.max_new_tokens").set_value(4)
+    at.toggle(key="live.engine.pd").set_value(False)
+    at.toggle(key="live.engine.baseline").set_value(False)
+    at.button(key="live.start").click().run()
+    rerun_until(at, ended("live"))
+    assert not at.error, [e.value for e in at.error]
+    (info,) = list_run_dirs(runs_dir)
+    run = load_run_dir(info.path)
+    assert list(run.frames.summary["engine"]) == ["pdv"] and list(run.frames.summary["request_rate"]) == [50.0]
+    assert run.runs[0]["arrival"] == {"kind": "open", "request_rate": 50.0, "burstiness": 0.5,
+                                      "max_concurrency": None, "seed": 0}  # fmt: skip
+    controller = run.runs[0]["engine_config"]["controller"]
+    assert (controller["kind"], controller["min_len"], controller["max_len"], controller["draft_len"]) == (
+        "goodput", 2, 6, 3,
+    )  # fmt: skip
+
+
+def test_an_unreadable_run_directory_shows_one_error_and_breaks_nothing(runs_dir, capsys):
+    write_cli_run(runs_dir / "broken", "pd", "1")
+    capsys.readouterr()
+    (runs_dir / "broken" / "summary.csv").write_text("not,the,columns\n1,2,3\n")
+    at = open_app()
+    at.switch_page("pages/saved_runs.py").run()
+    assert not at.exception, at.exception
+    assert len(at.error) == 1 and "broken cannot be read" in at.error[0].value
+
+
+def test_an_engine_that_crashes_shows_its_error_in_its_panel_and_the_others_still_run(runs_dir, monkeypatch):
+    from pages import recording
+    from workloads.replay import default_engine_factory
+
+    def crashing_pd(name, pair, config):
+        engine = default_engine_factory(name, pair, config)
+        if name == "pd":
+
+            def boom() -> None:
+                raise RuntimeError("boom")
+
+            engine._lane_loops = lambda: {"loop": boom}  # the lane crashes on its first turn
+        return engine
+
+    monkeypatch.setattr(recording, "default_engine_factory", crashing_pd)
+    at = open_app()
+    at.toggle(key="live.engine.pdv").set_value(False)
+    at.number_input(key="live.num_requests").set_value(3)
+    at.number_input(key="live.max_new_tokens").set_value(4)
+    at.button(key="live.start").click().run()
+    rerun_until(at, ended("live"))
+    assert [e.value for e in at.error] == ["The PD engine crashed: RuntimeError: boom"]
+    assert "1 of them ended with an engine error" in at.success[0].value
+    states = [p.proto.text for p in at.get("progress")]
+    assert states[0] == "3/3 requests · done" and states[1].endswith("· failed")
+    assert wait_for_no_threads() == []

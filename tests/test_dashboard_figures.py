@@ -1,0 +1,231 @@
+"""The dashboard's pure helpers on hand-made frames: figure builders, token pieces, draft-length table."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from engine.request import Request, StepRecord
+from pages import figures, tables
+from pages.token_view import legend_html, pieces_html, token_pieces
+
+ENGINES = ("baseline", "pd", "pdv")
+
+
+def series() -> pd.DataFrame:
+    """Two windows per engine; lanes an engine lacks are NaN, as in timeseries.csv."""
+    rows = []
+    lanes = {"baseline": (None, None, None), "pd": (1, 2, None), "pdv": (1, 0, 3)}
+    for engine in ENGINES:
+        for t in (0.25, 0.5):
+            prefill, decode, verify = lanes[engine]
+            rows.append(
+                {
+                    "engine": engine,
+                    "label": f"{engine} · C=4",
+                    "t_s": t,
+                    "tokens_per_s": 100.0 * (ENGINES.index(engine) + 1) + t,
+                    "waiting": 2,
+                    "queue_prefill": prefill,
+                    "queue_decode": decode,
+                    "queue_verify": verify,
+                    "draft_len": 4,
+                    "acceptance_rate": 0.5,
+                    "gpu_util": math.nan,
+                    "gpu_mem_util": math.nan,
+                    "cpu_util": 90.0,
+                    "rss_mb": 500.0,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def requests() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "engine": ["baseline", "baseline", "pd", "pdv", "pdv"],
+            "status": ["ok", "cancelled", "ok", "ok", "ok"],
+            "ttft_ms": [10.0, 999.0, 12.0, 9.0, math.nan],
+            "tpot_ms": [5.0, 5.0, 4.0, 3.0, 3.5],
+        }
+    )
+
+
+def summary() -> pd.DataFrame:
+    rows = []
+    for engine in ENGINES:
+        for c in (4, 1, 2):  # deliberately unsorted
+            rows.append(
+                {
+                    "run_id": f"{engine}-c{c}",
+                    "engine": engine,
+                    "label": f"{engine} · C={c}",
+                    "concurrency": c,
+                    "request_rate": math.nan,
+                    "output_tok_s": 10.0 * c,
+                    "tpot_p95_ms": 5.0 + c,
+                    "tpot_p99_ms": 6.0 + c,
+                    "acceptance_rate": 0.5 if engine != "ar" else math.nan,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def trace_colors(fig) -> dict[str, str]:
+    """Legend group (or name) -> colour of every line or bar trace."""
+    out = {}
+    for trace in fig.data:
+        color = trace.line.color if trace.type == "scatter" else trace.marker.color
+        out[trace.legendgroup or trace.name] = color
+    return out
+
+
+def test_time_series_draw_one_trace_per_engine_in_the_engine_colour():
+    ts = series()
+    for fig in (
+        figures.throughput_over_time(ts),
+        figures.draft_length_over_time(ts),
+        figures.acceptance_over_time(ts),
+        figures.device_utilisation(ts),
+    ):
+        colors = trace_colors(fig)
+        assert colors == {figures.engine_label(e): figures.ENGINE_COLORS[e] for e in ENGINES}, fig.layout.title.text
+    raw = figures.throughput_over_time(ts, smooth_s=0)
+    assert [list(t.y) for t in raw.data] == [[100.25, 100.5], [200.25, 200.5], [300.25, 300.5]]
+
+
+def test_throughput_is_smoothed_over_the_given_seconds_of_samples():
+    ts = pd.DataFrame({"engine": "pd", "t_s": [0.25, 0.5, 0.75, 1.0, 1.25], "tokens_per_s": [0, 40, 0, 40, 0]})
+    (line,) = figures.throughput_over_time(ts, smooth_s=0.5).data  # two samples per point
+    assert list(line.y) == [0, 20, 20, 20, 20]
+    assert list(line.x) == [0.25, 0.5, 0.75, 1.0, 1.25]
+
+
+def test_grouping_by_run_label_keeps_the_engine_colour():
+    ts = series()
+    fig = figures.throughput_over_time(ts, group="label")
+    assert [t.name for t in fig.data] == [f"{e} · C=4" for e in ENGINES]
+    assert [t.line.color for t in fig.data] == [figures.ENGINE_COLORS[e] for e in ENGINES]
+
+
+def test_engine_colours_are_distinct_and_unknown_engines_still_get_one():
+    assert len(set(figures.ENGINE_COLORS.values())) == len(figures.ENGINE_COLORS) == 4
+    assert figures.engine_color("someday") == figures.OTHER_COLOR
+
+
+def test_latency_histogram_counts_completed_requests_only():
+    fig = figures.latency_histogram(requests(), "ttft_ms", "TTFT")
+    xs = {t.name: sorted(t.x) for t in fig.data}
+    assert xs == {"Baseline": [10.0], "PD": [12.0], "PDV": [9.0]}  # cancelled and NaN rows left out
+    assert [t.marker.color for t in fig.data] == [figures.ENGINE_COLORS[e] for e in ENGINES]
+
+
+def test_queue_depths_draw_only_the_lanes_an_engine_has():
+    ts = series()
+    names = {e: [t.name for t in figures.queue_depths(ts, e).data] for e in ENGINES}
+    assert names == {
+        "baseline": ["admission"],
+        "pd": ["admission", "prefill", "decode"],
+        "pdv": ["admission", "prefill", "decode", "verify"],
+    }
+    assert {t.line.color for t in figures.queue_depths(ts, "pd").data} == {figures.ENGINE_COLORS["pd"]}
+
+
+def test_device_chart_says_cpu_without_gpu_counters_and_gpu_with_them():
+    ts = series()
+    cpu = figures.device_utilisation(ts)
+    assert "CPU" in cpu.layout.title.text and "no GPU" in cpu.layout.title.text
+    assert {t.hovertemplate.split(":")[0].split(" ", 1)[1] for t in cpu.data} == {"CPU %", "RSS MiB"}
+    gpu_ts = ts.assign(gpu_util=50.0, gpu_mem_util=20.0)
+    gpu = figures.device_utilisation(gpu_ts)
+    assert "GPU" in gpu.layout.title.text and "CPU" not in gpu.layout.title.text
+    assert len(gpu.data) == 2 * len(ENGINES)
+
+
+def test_metric_vs_load_sorts_by_load_and_dashes_the_second_metric():
+    fig = figures.metric_vs_load(summary(), {"tpot_p95_ms": "p95", "tpot_p99_ms": "p99"}, "concurrency", "TPOT", "ms")
+    assert len(fig.data) == 2 * len(ENGINES)
+    first = fig.data[0]
+    assert list(first.x) == [1, 2, 4] and list(first.y) == [6.0, 7.0, 9.0]
+    assert {t.line.dash for t in fig.data} == {"solid", "dash"}
+    for trace in fig.data:
+        engine = trace.legendgroup
+        assert trace.line.color == figures.ENGINE_COLORS[{v: k for k, v in figures.ENGINE_LABELS.items()}[engine]]
+
+
+def test_summary_bars_colour_each_run_by_its_engine():
+    s = summary()
+    fig = figures.summary_bars(s, {"output_tok_s": "tok/s"}, "Throughput", "tok/s")
+    assert list(fig.data[0].x) == list(s["label"])
+    assert list(fig.data[0].marker.color) == [figures.ENGINE_COLORS[e] for e in s["engine"]]
+
+
+def test_cdf_lines_one_per_label():
+    cdf = pd.DataFrame(
+        {"label": ["a", "a", "b"], "engine": ["pd", "pd", "pdv"], "value": [1.0, 2.0, 3.0], "fraction": [0.5, 1, 1]}
+    )
+    fig = figures.cdf_lines(cdf, "TTFT", "ms")
+    assert [t.name for t in fig.data] == ["a", "b"]
+    assert [t.line.color for t in fig.data] == [figures.ENGINE_COLORS["pd"], figures.ENGINE_COLORS["pdv"]]
+
+
+def test_empty_frames_give_an_empty_chart_that_says_so():
+    empty = series().iloc[0:0]
+    for fig in (
+        figures.throughput_over_time(empty),
+        figures.queue_depths(empty, "pdv"),
+        figures.device_utilisation(empty),
+        figures.latency_histogram(requests().iloc[0:0], "ttft_ms", "TTFT"),
+        figures.metric_vs_load(summary().iloc[0:0], {"output_tok_s": ""}, "concurrency", "x", "y"),
+    ):
+        assert not fig.data
+        assert fig.layout.annotations, fig.layout.title.text  # "waiting for data" / "no finished runs yet"
+
+
+def test_step_bars_show_drafted_and_accepted_per_step():
+    request = Request("r", [1, 2, 3])
+    request.steps.extend([StepRecord(4, 4), StepRecord(4, 1), StepRecord(2, 0)])
+    steps = tables.steps_frame(request)
+    fig = figures.step_bars(steps, "pdv")
+    assert [t.name for t in fig.data] == ["drafted", "accepted"]
+    assert list(fig.data[0].y) == [4, 4, 2] and list(fig.data[1].y) == [4, 1, 0]
+    assert list(fig.data[0].x) == [1, 2, 3]
+
+
+def test_mean_draft_length_is_drafted_tokens_per_verify_step_of_each_run():
+    s = pd.DataFrame({"run_id": ["a", "b"], "engine": ["pdv", "ar"]})
+    r = pd.DataFrame({"run_id": ["a", "a", "b"], "drafted_tokens": [8, 4, 0], "verify_steps": [2, 2, 0]})
+    out = tables.with_mean_draft_length(s, r)
+    assert out.loc[0, "mean_draft_len"] == pytest.approx(3.0)
+    assert math.isnan(out.loc[1, "mean_draft_len"])  # AR: no verify steps, so no draft length (not 0)
+
+
+def test_token_pieces_join_to_the_full_text_and_hold_back_split_characters():
+    text = "a é😀<b>"
+    data = text.encode()
+
+    def decode(ids: list[int]) -> str:
+        return bytes(ids).decode("utf-8", errors="replace")
+
+    kinds = [("accepted", "correction", "bonus")[i % 3] for i in range(len(data))]
+    pieces = token_pieces(decode, list(data), kinds)
+    assert "".join(p.text for p in pieces) == text
+    assert sum(p.tokens for p in pieces) == len(data)
+    emoji = next(p for p in pieces if p.text == "😀")
+    assert emoji.tokens == 4 and emoji.kind == kinds[data.index("😀".encode()) + 3]
+    html = pieces_html(pieces)
+    assert "&lt;" in html and "&gt;" in html and "<b>" not in html
+    assert all(label in legend_html() for label in figures.KIND_LABELS.values())
+
+
+def test_token_pieces_refuse_mismatched_kinds():
+    with pytest.raises(ValueError):
+        token_pieces(lambda ids: "", [1, 2], ["first"])
+
+
+def test_tile_text_marks_unmeasured_values():
+    assert tables.fmt(None) == "—" and tables.fmt(math.nan) == "—"
+    assert tables.fmt(1234.4, " ms") == "1,234 ms"
+    assert tables.fmt(0.456, digits=2) == "0.46"
