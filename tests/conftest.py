@@ -10,10 +10,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# as engine/__init__.py does, but before torch is imported here
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
-
-import engine  # noqa: E402,F401  (sets the OpenMP wait policy before torch loads)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
 torch.set_num_threads(2)
