@@ -162,14 +162,14 @@ class GoodputController(DraftLengthController):
 
     def _decide(self, signals: LoadSignals) -> tuple[int, str]:
         cfg, a = self.config, self._acceptance
-        costs = self.costs(signals.batch_size)
-        if a is None or costs is None:
-            return self._length, ""
         if self._length == 0:
             self._steps_off += 1
             if self._steps_off >= self.PROBE_EVERY:
                 self._steps_off = 0
                 return max(1, cfg.min_len), "goodput: probing acceptance after running without speculation"
+        costs = self.costs(signals.batch_size)
+        if a is None or costs is None:
+            return self._length, ""
         per_pos, intercept, slope = costs
         low = 0 if cfg.allow_zero else cfg.min_len
         best, best_rate = self._length, -1.0

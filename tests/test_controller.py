@@ -80,3 +80,12 @@ def test_invalid_controller_config_is_refused_with_a_message():
         ControllerConfig(kind="magic")
     with pytest.raises(ValueError, match="draft length"):
         ControllerConfig(draft_len=12, max_len=8)
+
+
+def test_goodput_probes_again_after_running_without_speculation():
+    ctrl = make_controller(ControllerConfig(kind="goodput", draft_len=4, max_len=8))
+    feed(ctrl, 0.05, steps=8, draft_len=2, draft_s=0.06, verify_s=0.07)
+    assert ctrl.next_length(CALM) == 0
+    other_batch = LoadSignals(verify_queue=0, decode_p95_ms=0, batch_size=16)  # no cost samples here
+    lengths = [ctrl.next_length(other_batch) for _ in range(ctrl.PROBE_EVERY)]
+    assert lengths[-1] == 1 and "probing" in ctrl.changes[-1].reason
