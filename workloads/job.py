@@ -54,16 +54,9 @@ class ReplayJob:
         self._thread = threading.Thread(target=self._run, name="replay-job", daemon=True)
 
     @classmethod
-    def start(
-        cls,
-        pair: PairLike,
-        trace: Trace,
-        plan: SweepPlan,
-        out_dir: str | Path | None = None,
-        meta: dict[str, Any] | None = None,
-        engine_factory: EngineFactory = default_engine_factory,
-    ) -> ReplayJob:
-        job = cls(pair, trace, plan, out_dir, meta, engine_factory)
+    def start(cls, *args: Any, **kwargs: Any) -> ReplayJob:
+        """Create a job (same arguments as the constructor) and start its thread."""
+        job = cls(*args, **kwargs)
         job._thread.start()
         return job
 
