@@ -1,7 +1,10 @@
 """``python -m engine generate``: one prompt through one engine.
 
 Prints the text (or, with ``--json``, one JSON object) and the speculative
-counters. ``elapsed_s`` covers generation only, not model loading.
+counters. ``elapsed_s`` covers generation only, not model loading;
+``weights_mb`` counts every distinct tensor of both models once (a draft that
+shares the verifier's embedding does not count it twice) and ``rss_mb`` is the
+process's resident memory after generating.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def generate(args: argparse.Namespace) -> dict:
+    import psutil
+
     from engine.base import make_engine
     from engine.models import load_model_pair
     from engine.request import Request
@@ -80,6 +85,7 @@ def generate(args: argparse.Namespace) -> dict:
     finally:
         engine.stop()
     elapsed = time.perf_counter() - start
+    rss = psutil.Process().memory_info().rss
     if request.status != "ok":
         raise RuntimeError(f"request {request.status}: {request.error}")
     return {
@@ -94,6 +100,9 @@ def generate(args: argparse.Namespace) -> dict:
         "verify_steps": request.verify_steps,
         "elapsed_s": round(elapsed, 4),
         "tokens_per_s": round(len(request.output_token_ids) / elapsed, 2) if elapsed > 0 else None,
+        "models": pair.describe(),
+        "weights_mb": round(pair.weight_bytes() / 2**20, 1),
+        "rss_mb": round(rss / 2**20, 1),
     }
 
 

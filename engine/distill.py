@@ -6,16 +6,21 @@ the verifier's own greedy answers to ShareGPT prompts (formatted with its chat
 template), and the targets are its next-token distributions at every answer
 position. Both come out of one batched generation pass: the logits of each
 decoding step are exactly the teacher distribution for that position, so no
-separate teacher forward is needed. Only the top-k of each distribution is kept
-(plus the leftover probability mass as one extra bucket), which makes the cache
-small enough to train on it for several epochs.
+separate teacher forward is needed. Only the top-k of each distribution is kept,
+which makes the targets small enough to train on them for several epochs.
+Teacher-forced passes over real ShareGPT replies add broader (cheaper) targets.
 
-The student is a plain ``LlamaForCausalLM`` with the verifier's vocabulary and
-tied embeddings. Its embedding starts as the verifier's embedding projected on
-its top principal directions, so the output layer begins as a low-rank copy of
-the verifier's instead of random noise. Training minimises KL(teacher || student)
-over the k+1 buckets plus a cross-entropy term on the greedy token, because
-greedy acceptance only depends on the argmax agreeing.
+The student is a shared-embedding draft (``engine.shared_draft``): copies of a
+few verifier layers (``--layers``, first and last ones by default) on top of the
+verifier's own input embedding, with an output layer made of the verifier's
+embedding rows for the most frequent ``--vocab-subset`` tokens. Starting from
+real layers and the real output space instead of random ones is what lets a
+few CPU-minutes of training get anywhere; keeping the embedding out of the
+draft keeps it under 30 MB on disk and its forward near a sixth of the
+verifier's. Only the layers and the final norm train. The loss is
+KL(teacher || student) over the teacher's top-k tokens plus a cross-entropy
+term on the greedy token, because greedy acceptance only depends on the argmax
+agreeing.
 
 At the end the saved (bfloat16) weights are reloaded and the greedy acceptance
 rate at draft length L is measured on held-out prompts, together with the
@@ -32,9 +37,11 @@ import json
 import logging
 import math
 import random
+import shutil
 import statistics
 import time
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,17 +54,7 @@ log = logging.getLogger("engine.distill")
 CARD = "README.md"
 REUSED_SECONDS: list[float] = []  # time recorded for targets taken from the cache instead of recomputed
 STATS = "distill-stats.json"
-
-
-@dataclass(frozen=True)
-class DraftShape:
-    """Architecture of the draft. Sized so weights (bf16) plus tokenizer stay under 30 MB."""
-
-    hidden_size: int = 224
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    intermediate_size: int = 576
+ANSWER_WEIGHT = 20  # how much more a token of a verifier answer counts than one of ShareGPT text
 
 
 @dataclass(frozen=True)
@@ -65,20 +62,22 @@ class DistillConfig:
     """Everything that determines the trained weights; defaults reproduce the committed draft."""
 
     seed: int = 0
+    layers: str = "0,1,28,29"  # verifier layers the draft starts from, in order
+    vocab_subset: int = 16384  # tokens the draft can propose
     train_prompts: int = 640
     eval_prompts: int = 48
     max_prompt_tokens: int = 192
     max_new_tokens: int = 128
     gen_batch: int = 32
     top_k: int = 32
-    epochs: int = 5
+    epochs: int = 6
     batch_tokens: int = 3072
-    lr: float = 2e-3
+    lr: float = 1e-3
     min_lr_ratio: float = 0.05
-    warmup_steps: int = 50
-    weight_decay: float = 0.01
+    warmup_steps: int = 30
+    weight_decay: float = 0.0
     ce_weight: float = 0.5
-    real_replies: int = 768
+    real_replies: int = 1024
     max_real_tokens: int = 256
     draft_len: int = 4
     minutes: float = 55.0
@@ -114,12 +113,14 @@ def chat_prompt_ids(tokenizer, text: str) -> list[int]:
 
 def split_prompts(
     tokenizer, cfg: DistillConfig
-) -> tuple[list[list[int]], list[list[int]], list[tuple[list[int], list[int]]], dict]:
+) -> tuple[list[list[int]], list[list[int]], list[tuple[list[int], list[int]]], dict, Counter[int]]:
     """Held-out eval prompts, generation prompts and real (prompt, reply) pairs, disjoint by prompt text.
 
     Records are shuffled with the seed; prompts longer than ``max_prompt_tokens``
     after templating are skipped rather than cut, so every prompt is real text.
     Real replies are cut to fit ``max_real_tokens`` together with their prompt.
+    The last item counts the tokens of every other record's text, for choosing
+    the draft's vocabulary; it never includes a held-out prompt.
     """
     from workloads.sharegpt import iter_exchanges
 
@@ -128,6 +129,7 @@ def split_prompts(
         exchanges = list(iter_exchanges(None))
     random.Random(cfg.seed).shuffle(exchanges)
     seen: set[str] = set()
+    held_out: set[str] = set()
     eval_ids: list[list[int]] = []
     train_ids: list[list[int]] = []
     real_pairs: list[tuple[list[int], list[int]]] = []
@@ -143,6 +145,7 @@ def split_prompts(
             continue
         if len(eval_ids) < cfg.eval_prompts:
             eval_ids.append(ids)
+            held_out.add(key)
         elif len(train_ids) < cfg.train_prompts:
             train_ids.append(ids)
         elif len(real_pairs) < cfg.real_replies:
@@ -154,8 +157,13 @@ def split_prompts(
                 real_pairs.append((ids, reply))
         else:
             break
+    texts = [t for ex in exchanges if ex.prompt.strip() not in held_out for t in (ex.prompt, ex.reply or "")]
+    counts: Counter[int] = Counter()
+    for b in range(0, len(texts), 512):
+        for ids in tokenizer(texts[b : b + 512]).input_ids:
+            counts.update(ids)
     info = {"records_in_file": len(exchanges), "prompts_skipped_too_long": too_long}
-    return eval_ids, train_ids, real_pairs, info
+    return eval_ids, train_ids, real_pairs, info, counts
 
 
 @torch.inference_mode()
@@ -279,55 +287,60 @@ def teacher_targets(
 # --------------------------------------------------------------------------
 
 
-def build_student(verifier, shape: DraftShape):
-    """A fresh Llama draft whose tied embedding is the verifier's, projected to the draft width."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+def choose_vocabulary(
+    text_counts: Counter[int], answers: Sequence[Sample], size: int, keep: Sequence[int]
+) -> torch.Tensor:
+    """The ``size`` tokens the draft may propose: most frequent in training text and answers, plus ``keep``.
 
-    vcfg = verifier.config
-    config = LlamaConfig(
-        vocab_size=vcfg.vocab_size,
-        hidden_size=shape.hidden_size,
-        intermediate_size=shape.intermediate_size,
-        num_hidden_layers=shape.num_hidden_layers,
-        num_attention_heads=shape.num_attention_heads,
-        num_key_value_heads=shape.num_key_value_heads,
-        head_dim=shape.hidden_size // shape.num_attention_heads,
-        max_position_embeddings=vcfg.max_position_embeddings,
-        rope_parameters=dict(vcfg.rope_parameters),
-        rms_norm_eps=vcfg.rms_norm_eps,
-        tie_word_embeddings=True,
-        bos_token_id=vcfg.bos_token_id,
-        eos_token_id=vcfg.eos_token_id,
-        pad_token_id=vcfg.pad_token_id,
-    )
-    student = LlamaForCausalLM(config)
-    emb = verifier.get_input_embeddings().weight.detach().float()
-    # Top right-singular directions of the (uncentred) embedding keep dot products,
-    # i.e. the verifier's output logits, as well as any rank-h projection can.
-    _, eigvecs = torch.linalg.eigh(emb.T @ emb)
-    basis = eigvecs[:, -shape.hidden_size :].flip(-1)
-    with torch.no_grad():
-        student.get_input_embeddings().weight.copy_(emb @ basis)
-    student.tie_weights()
-    return student
+    Counts come from tokenised ShareGPT text (prompts and replies, never the
+    held-out prompts) and, weighted up, from the verifier's own training answers,
+    because those are the tokens the draft has to predict.
+    """
+    counts = Counter(text_counts)
+    for s in answers:
+        counts.update({t: ANSWER_WEIGHT * n for t, n in Counter(s.answer_ids.tolist()).items()})
+    chosen = set(keep)
+    for token, _ in counts.most_common():
+        if len(chosen) >= size:
+            break
+        chosen.add(token)
+    return torch.tensor(sorted(chosen), dtype=torch.long)
+
+
+def build_student(verifier, cfg: DistillConfig, vocab_index: torch.Tensor):
+    """Copies of some verifier layers on the verifier's (frozen, shared) embeddings."""
+    from engine.shared_draft import draft_from_verifier
+
+    verifier.get_input_embeddings().weight.requires_grad_(False)
+    return draft_from_verifier(verifier, parse_layers(cfg.layers), vocab_index)
+
+
+def parse_layers(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError as exc:
+        raise SystemExit(f"--layers takes comma-separated layer indices, got {text!r}") from exc
 
 
 def distill_loss(
     logits: torch.Tensor, topk_ids: torch.Tensor, topk_logp: torch.Tensor, ce_weight: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """KL(teacher || student) over the teacher's top-k tokens plus one 'rest' bucket, and greedy CE.
+    """KL(teacher || student) over the teacher's top-k tokens, plus greedy cross-entropy.
 
-    ``logits`` [N, V]; ``topk_ids``/``topk_logp`` [N, k] sorted by teacher probability,
-    so column 0 is the verifier's greedy token.
+    ``logits`` [N, S] over the draft's vocabulary subset; ``topk_ids`` [N, k] are
+    already positions in that subset (-1 for a token outside it, which the draft
+    can never propose and so contributes nothing); ``topk_logp`` [N, k] sorted by
+    teacher probability, so column 0 is the verifier's greedy token. The KL is
+    over the teacher's top-k mass only (the remainder is spread over thousands
+    of tokens and carries no signal for greedy agreement).
     """
     logq = logits.float().log_softmax(-1)
-    logq_k = logq.gather(-1, topk_ids.long())
+    inside = topk_ids >= 0
+    logq_k = logq.gather(-1, topk_ids.clamp_min(0).long()).masked_fill(~inside, 0.0)
     logp_k = topk_logp.float()
-    p_k = logp_k.exp()
-    p_rest = (1.0 - p_k.sum(-1)).clamp_min(1e-8)
-    q_rest = (1.0 - logq_k.exp().sum(-1)).clamp_min(1e-8)
-    kl = (p_k * (logp_k - logq_k)).sum(-1) + p_rest * (p_rest.log() - q_rest.log())
-    ce = -logq_k[:, 0]
+    p_k = logp_k.exp() * inside
+    kl = (p_k * (logp_k - logq_k)).sum(-1)
+    ce = -(logq_k[:, 0] * inside[:, 0])
     return (kl + ce_weight * ce).mean(), kl.mean()
 
 
@@ -381,12 +394,20 @@ def lr_at(step: int, total: int, cfg: DistillConfig, time_progress: float = 0.0)
 
 
 def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, deadline: float) -> dict:
-    """AdamW with warmup + cosine decay over ``cfg.epochs`` passes; stops early only at the deadline."""
+    """AdamW with warmup + cosine decay over ``cfg.epochs`` passes; stops early only at the deadline.
+
+    Only the draft's own weights (layers and final norm) train; the embedding
+    and output rows belong to the verifier.
+    """
+    head = student.lm_head
+    to_subset = torch.full((head.vocab_size,), -1, dtype=torch.long)
+    to_subset[head.vocab_index] = torch.arange(head.vocab_index.numel())
     rng = random.Random(cfg.seed + 1)
     epochs = [make_batches(samples, cfg.batch_tokens, rng) for _ in range(cfg.epochs)]
     total = sum(len(e) for e in epochs)
-    decay = [p for n, p in student.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in student.named_parameters() if p.dim() < 2]
+    own = [p for p in student.parameters() if p.requires_grad]
+    decay = [p for p in own if p.dim() >= 2]
+    no_decay = [p for p in own if p.dim() < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=cfg.lr,
@@ -411,10 +432,10 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
                 group["lr"] = lr
             hidden = student.model(input_ids=ids, attention_mask=mask).last_hidden_state
             hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)
-            loss, kl = distill_loss(student.lm_head(hidden), tk_ids, tk_logp, cfg.ce_weight)
+            loss, kl = distill_loss(head.subset_logits(hidden), to_subset[tk_ids.long()], tk_logp, cfg.ce_weight)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(own, 1.0)
             opt.step()
             step += 1
             tokens += len(positions)
@@ -535,7 +556,15 @@ def dir_size(path: Path) -> int:
 
 def write_card(out: Path, stats: dict) -> None:
     s = stats
-    shape, cfg, ev, lat, data, tr = s["shape"], s["config"], s["eval"], s["latency"], s["data"], s["train"]
+    cfg, ev, lat, data, tr = s["config"], s["eval"], s["latency"], s["data"], s["train"]
+    arch = s["architecture"]
+    layers = parse_layers(cfg["layers"])
+    hidden, heads, kv_heads, mlp = (
+        arch["hidden_size"],
+        arch["num_attention_heads"],
+        arch["num_key_value_heads"],
+        arch["intermediate_size"],
+    )
     files = "\n".join(f"| `{name}` | {size:,} |" for name, size in sorted(s["files"].items()))
     reused = (
         f" {s['reused_seconds']:.0f} s of that is the recorded time of teacher targets that this run"
@@ -550,29 +579,31 @@ def write_card(out: Path, stats: dict) -> None:
     )
     text = f"""# smol-draft
 
-Draft model of the `smol` preset: a {shape["num_hidden_layers"]}-layer `LlamaForCausalLM` distilled from
-its verifier, SmolLM2-135M-Instruct, by `engine/distill.py`. It shares the verifier's tokenizer and
-vocabulary, so its tokens can be checked by the verifier directly.
+Draft model of the `smol` preset: a {len(layers)}-layer Llama distilled from its verifier,
+SmolLM2-135M-Instruct, by `engine/distill.py`. It has no embedding table of its own: it reads the
+verifier's input embedding, and its output layer is the verifier's embedding rows for a fixed subset of
+{s["vocab_subset"]:,} tokens (every other token gets logit -inf, so the draft never proposes it; the
+verifier still sees the whole vocabulary, which keeps speculative decoding exact). `engine/shared_draft.py`
+loads it onto the verifier and refuses any verifier whose embedding does not match the sha256 in
+`config.json`.
 
 ## Architecture
 
 | | |
 | --- | --- |
-| hidden size | {shape["hidden_size"]} |
-| layers | {shape["num_hidden_layers"]} |
-| attention heads / key-value heads | {shape["num_attention_heads"]} / {shape["num_key_value_heads"]} |
-| MLP intermediate size | {shape["intermediate_size"]} |
-| vocabulary | {s["vocab_size"]:,} (the verifier's), embeddings tied |
-| parameters | {s["parameters"]:,} |
-| stored as | safetensors, bfloat16 (load with `dtype=torch.float32`) |
+| layers | {len(layers)}, initialised from verifier layers {cfg["layers"]} |
+| hidden size / heads / key-value heads / MLP size | the verifier's: {hidden} / {heads} / {kv_heads} / {mlp} |
+| vocabulary it can propose | {s["vocab_subset"]:,} of {s["vocab_size"]:,} tokens |
+| own parameters (stored) | {s["parameters"]:,} |
+| stored as | safetensors, bfloat16 (loaded as float32 on the CPU) |
 | directory size | {s["dir_bytes"]:,} bytes ({s["dir_bytes"] / 1e6:.2f} MB) |
 
 | file | bytes |
 | --- | --- |
 {files}
 
-The embedding starts as the verifier's embedding projected on its {shape["hidden_size"]} top singular
-directions; the transformer layers start random.
+The proposable tokens are the most frequent ones in the tokenised ShareGPT text (all records except the
+held-out prompts) with the verifier's training answers counted {ANSWER_WEIGHT} times, plus the special tokens.
 
 ## Data
 
@@ -592,8 +623,8 @@ log-probabilities at each reply position from one forward pass:
 
 ## Training
 
-Loss: KL(teacher || student) over the teacher's top-{cfg["top_k"]} tokens plus a bucket for the remaining
-probability mass, plus {cfg["ce_weight"]} x cross-entropy on the verifier's greedy token. AdamW
+Only the draft's layers and final norm train. Loss: KL(teacher || student) over the teacher's
+top-{cfg["top_k"]} tokens, plus {cfg["ce_weight"]} x cross-entropy on the verifier's greedy token. AdamW
 (lr {cfg["lr"]}, weight decay {cfg["weight_decay"]}, {cfg["warmup_steps"]} warm-up steps, cosine decay to
 {cfg["min_lr_ratio"]} x lr), {cfg["epochs"]} epochs, batches of at most {cfg["batch_tokens"]} tokens,
 {tr["steps"]} steps, {tr["target_tokens_seen"]:,} target tokens seen, {tr["train_seconds"]:.0f} s.{early}
@@ -640,9 +671,9 @@ def load_verifier():
 
 def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg: DistillConfig) -> dict:
     """Reload the saved draft in float32 and measure acceptance and forward times."""
-    from transformers import AutoModelForCausalLM
+    from engine.shared_draft import load_shared_draft
 
-    draft = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    draft = load_shared_draft(out, verifier, torch.float32, torch.device("cpu"))
     ev = acceptance(draft, eval_samples, cfg.draft_len)
     log.info(
         "greedy acceptance at L=%d: %.4f (top-1 agreement %.4f)",
@@ -664,11 +695,15 @@ def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg
     log.info(
         "forward ms/token: draft %.2f, verifier %.2f, ratio %.3f", draft_ms, verifier_ms, latency["ratio"]
     )
+    arch = {k: getattr(draft.config, k) for k in ("hidden_size", "num_attention_heads", "num_key_value_heads")}
+    arch["intermediate_size"] = draft.config.intermediate_size
     return {
+        "architecture": arch,
         "eval": ev,
         "latency": latency,
-        "parameters": sum(p.numel() for p in draft.parameters()),
+        "parameters": sum(p.numel() for p in draft.parameters() if p is not verifier.get_input_embeddings().weight),
         "vocab_size": draft.config.vocab_size,
+        "vocab_subset": draft.lm_head.vocab_index.numel(),
     }
 
 
@@ -725,7 +760,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     seed_everything(cfg.seed)
     verifier, tokenizer = load_verifier()
     eos_id, pad_id = verifier.config.eos_token_id, tokenizer.pad_token_id
-    eval_prompts, train_prompts, real_pairs, data_info = split_prompts(tokenizer, cfg)
+    eval_prompts, train_prompts, real_pairs, data_info, text_counts = split_prompts(tokenizer, cfg)
     gen_cfg = {
         k: getattr(cfg, k)
         for k in ("seed", "eval_prompts", "max_prompt_tokens", "max_new_tokens", "gen_batch", "top_k")
@@ -770,14 +805,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     log.info("training data: %s", data_info)
 
+    specials = [t for t in (eos_id, pad_id, *tokenizer.all_special_ids) if t is not None]
+    vocab_index = choose_vocabulary(text_counts, train_samples, cfg.vocab_subset, specials)
     seed_everything(cfg.seed)
-    shape = DraftShape()
-    student = build_student(verifier, shape)
+    student = build_student(verifier, cfg, vocab_index)
     train_info = train(student, train_samples + real_samples, cfg, pad_id, deadline)
 
-    out.mkdir(parents=True, exist_ok=True)
-    student.to(torch.bfloat16).save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    from engine.shared_draft import save_shared_draft
+
+    partial = out.with_name(out.name + ".partial")  # a failed run never leaves a half-written draft behind
+    shutil.rmtree(partial, ignore_errors=True)
+    save_shared_draft(student, verifier, partial, {"distilled_from": "SmolLM2-135M-Instruct", "layers": cfg.layers})
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
     measured = evaluate(out, verifier, tokenizer, eval_samples, cfg)
     command = "python -m engine.distill --out " + str(args.out)
     changed = [
@@ -787,7 +827,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     stats = {
         "command": command,
         "out": str(args.out),
-        "shape": asdict(shape),
         "config": asdict(cfg),
         "data": data_info,
         "train": train_info,

@@ -25,6 +25,7 @@ from transformers import (
 
 from engine.presets import DEFAULT_PRESET, ProgressFn, _noop, preset_paths
 from engine.runner import ModelRunner
+from engine.shared_draft import SharedDraftError, is_shared_draft, load_shared_draft
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +56,28 @@ class ModelPair:
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
+    def weight_bytes(self) -> int:
+        """Bytes of all parameters and buffers of both models, each distinct tensor counted once."""
+        seen: dict[int, int] = {}
+        for model in (self.verifier.model, self.draft.model):
+            for t in (*model.parameters(), *model.buffers()):
+                seen[t.data_ptr()] = t.numel() * t.element_size()
+        return sum(seen.values())
+
     def describe(self) -> dict[str, str]:
         return {
             **self.source,
             "device": str(self.device),
             "dtype": str(self.verifier.dtype).removeprefix("torch."),
-            "draft_params": str(sum(p.numel() for p in self.draft.model.parameters())),
+            "draft_params": str(own_parameters(self.draft.model, self.verifier.model)),
             "verifier_params": str(sum(p.numel() for p in self.verifier.model.parameters())),
         }
+
+
+def own_parameters(draft: torch.nn.Module, verifier: torch.nn.Module) -> int:
+    """Parameters of ``draft`` that are not shared with ``verifier``."""
+    shared = {id(p) for p in verifier.parameters()}
+    return sum(p.numel() for p in draft.parameters() if id(p) not in shared)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -225,11 +240,19 @@ def load_model_pair(
     tokenizer = _load_tokenizer(verifier_name)
     verifier = _from_pretrained(verifier_name, torch_dtype, dev)
     progress(f"Loading draft {draft_name}", 0.5)
-    try:
-        draft_tok = AutoTokenizer.from_pretrained(draft_name)
-    except (OSError, ValueError):
-        draft_tok = None  # a draft shipped without tokenizer files is checked by vocabulary size only
-    draft = _from_pretrained(draft_name, torch_dtype, dev)
+    if is_shared_draft(draft_name):
+        # no tokenizer or embedding of its own: it is checked against the verifier's embedding instead
+        draft_tok = None
+        try:
+            draft = load_shared_draft(draft_name, verifier, torch_dtype, dev)
+        except SharedDraftError as exc:
+            raise ModelLoadError(str(exc)) from exc
+    else:
+        try:
+            draft_tok = AutoTokenizer.from_pretrained(draft_name)
+        except (OSError, ValueError):
+            draft_tok = None  # a draft shipped without tokenizer files is checked by vocabulary size only
+        draft = _from_pretrained(draft_name, torch_dtype, dev)
     progress("Models loaded", 1.0)
     return _pair(draft, verifier, tokenizer, draft_tok, dev, source)
 

@@ -103,6 +103,11 @@ def test_cli_generate_prints_one_json_object():
     assert result["drafted"] >= result["accepted"] >= 0
     assert result["verify_steps"] > 0 and result["elapsed_s"] > 0
     assert set(result) >= {"text", "drafted", "accepted", "verify_steps", "elapsed_s"}
+    assert result["models"]["preset"] == "tiny" and int(result["models"]["draft_params"]) > 0
+    # tiny float32 pair: 3-layer verifier + 2-layer draft, both with their own (tied) embedding
+    params = int(result["models"]["draft_params"]) + int(result["models"]["verifier_params"])
+    assert result["weights_mb"] >= params * 4 / 2**20
+    assert result["rss_mb"] > result["weights_mb"]
 
 
 @pytest.mark.parametrize("engine", ["ar", "pdv"])

@@ -1,0 +1,160 @@
+"""Drafts that borrow their verifier's embedding table.
+
+A draft for a small verifier cannot afford its own full-width vocabulary: for
+SmolLM2-135M the 49,152 x 576 embedding is a fifth of the verifier, so a draft
+carrying one can never cost much less than a fifth of a verifier forward. A
+*shared-embedding draft* stores only its transformer layers and final norm.
+At load time it takes
+
+* the verifier's input embedding module itself (shared, no copy), and
+* an output layer over a fixed subset of the vocabulary whose rows are the
+  verifier's embedding rows for those tokens.
+
+Tokens outside the subset get logit ``-inf``: the draft never proposes them,
+and the acceptance rule stays exact because it only needs the draft's
+probability of the tokens it actually proposed (``q > 0``), while the
+verifier's distribution keeps the whole vocabulary.
+
+On disk it is a normal Hugging Face directory (``config.json`` +
+``model.safetensors``) whose config carries a ``pdv_draft`` entry: the subset
+size and a fingerprint of the verifier embedding it was trained against, so it
+is never silently paired with another verifier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import LlamaConfig, LlamaForCausalLM
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+CONFIG_KEY = "pdv_draft"
+INDEX_KEY = "lm_head.vocab_index"
+WEIGHTS = "model.safetensors"
+
+
+class SharedDraftError(ValueError):
+    """A shared-embedding draft that does not fit the verifier it is loaded with."""
+
+
+class VocabSubsetHead(nn.Module):
+    """Output layer over ``vocab_index`` only; every other token gets logit ``-inf``."""
+
+    def __init__(self, embedding: torch.Tensor, vocab_index: torch.Tensor) -> None:
+        super().__init__()
+        self.vocab_size = embedding.shape[0]
+        self.register_buffer("vocab_index", vocab_index.to(torch.long, copy=True), persistent=False)
+        self.register_buffer("weight", embedding.detach()[self.vocab_index].clone(), persistent=False)
+
+    def subset_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[..., H] -> [..., N] logits of the subset tokens, in ``vocab_index`` order."""
+        return nn.functional.linear(hidden, self.weight)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """[..., H] -> [..., V] logits over the full vocabulary."""
+        small = self.subset_logits(hidden)
+        full = small.new_full((*small.shape[:-1], self.vocab_size), float("-inf"))
+        return full.index_copy_(-1, self.vocab_index, small)
+
+
+def embedding_fingerprint(embedding: torch.Tensor) -> str:
+    """sha256 of the embedding rounded to bfloat16, so float32 and bfloat16 loads of one model agree."""
+    raw = embedding.detach().to("cpu", torch.bfloat16).contiguous().view(torch.int16).numpy().tobytes()
+    return hashlib.sha256(raw).hexdigest()
+
+
+def is_shared_draft(path: str | Path) -> bool:
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        return CONFIG_KEY in json.loads(config.read_text())
+    except json.JSONDecodeError:
+        return False
+
+
+def draft_from_verifier(verifier: LlamaForCausalLM, layers: list[int], vocab_index: torch.Tensor) -> LlamaForCausalLM:
+    """A draft made of copies of some verifier layers, its final norm and a subset output layer."""
+    vcfg = verifier.config
+    if not layers or min(layers) < 0 or max(layers) >= vcfg.num_hidden_layers:
+        raise ValueError(f"layers must be indices into the verifier's {vcfg.num_hidden_layers} layers, got {layers}")
+    config = LlamaConfig(**{**vcfg.to_dict(), "num_hidden_layers": len(layers), "tie_word_embeddings": False})
+    config.layer_types = None
+    setattr(config, CONFIG_KEY, {})
+    source = verifier.state_dict()
+    state = {k: v.clone() for k, v in source.items() if k.startswith("model.norm.")}
+    for new, old in enumerate(layers):
+        prefix = f"model.layers.{old}."
+        own = {k[len(prefix) :]: v for k, v in source.items() if k.startswith(prefix)}
+        state.update({f"model.layers.{new}.{k}": v.clone() for k, v in own.items()})
+    draft = _empty(config)
+    _attach(draft, verifier, vocab_index, state)
+    return draft
+
+
+def save_shared_draft(draft: LlamaForCausalLM, verifier: LlamaForCausalLM, out: Path, extra: dict) -> None:
+    """Write the draft's own weights (bfloat16) and a config naming the verifier embedding it needs."""
+    out.mkdir(parents=True, exist_ok=True)
+    head: VocabSubsetHead = draft.lm_head
+    state = {
+        k: v.detach().to(torch.bfloat16).contiguous()
+        for k, v in draft.state_dict().items()
+        if k.startswith(("model.layers.", "model.norm."))
+    }
+    state[INDEX_KEY] = head.vocab_index.to(torch.int32).cpu()
+    save_file(state, str(out / WEIGHTS), metadata={"format": "pt"})
+    config = draft.config.to_dict()
+    config[CONFIG_KEY] = {
+        **extra,
+        "embeddings": "verifier",
+        "vocab_subset": int(head.vocab_index.numel()),
+        "verifier_embedding_sha256": embedding_fingerprint(verifier.get_input_embeddings().weight),
+    }
+    config["torch_dtype"] = config["dtype"] = "bfloat16"
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def load_shared_draft(
+    path: str | Path, verifier: LlamaForCausalLM, dtype: torch.dtype, device: torch.device
+) -> LlamaForCausalLM:
+    """Load a shared-embedding draft onto ``verifier``'s embedding; refuses a different verifier."""
+    path = Path(path)
+    raw = json.loads((path / "config.json").read_text())
+    meta = raw.pop(CONFIG_KEY)
+    want = meta.get("verifier_embedding_sha256")
+    have = embedding_fingerprint(verifier.get_input_embeddings().weight)
+    if want != have:
+        raise SharedDraftError(
+            f"draft {path} was trained on a different verifier embedding (sha256 {str(want)[:12]}..., "
+            f"this verifier has {have[:12]}...); pair it with the verifier it was distilled from"
+        )
+    config = LlamaConfig(**raw)
+    setattr(config, CONFIG_KEY, meta)
+    state = load_file(str(path / WEIGHTS))
+    index = state.pop(INDEX_KEY).long()
+    draft = _empty(config)
+    _attach(draft, verifier, index, {k: v.to(device, dtype) for k, v in state.items()})
+    return draft.eval()
+
+
+def _empty(config: LlamaConfig) -> LlamaForCausalLM:
+    with torch.device("meta"):
+        return LlamaForCausalLM(config)
+
+
+def _attach(draft: LlamaForCausalLM, verifier, vocab_index: torch.Tensor, state: dict[str, torch.Tensor]) -> None:
+    """Fill a meta-device draft: own weights from ``state``, embeddings from the verifier."""
+    embedding = verifier.get_input_embeddings()
+    own = {k: v for k, v in state.items() if k.startswith(("model.layers.", "model.norm."))}
+    missing, unexpected = draft.load_state_dict(own, strict=False, assign=True)
+    missing = [k for k in missing if not k.startswith(("model.embed_tokens.", "lm_head."))]
+    if missing or unexpected:
+        raise SharedDraftError(f"draft weights do not match its config: missing {missing}, unexpected {unexpected}")
+    draft.model.embed_tokens = embedding
+    draft.lm_head = VocabSubsetHead(embedding.weight, vocab_index.to(embedding.weight.device))
+    draft.model.rotary_emb = LlamaRotaryEmbedding(draft.config).to(embedding.weight.device)

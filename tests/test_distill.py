@@ -1,0 +1,64 @@
+"""The pieces of the draft-distillation recipe that decide what the draft learns and how it is scored."""
+
+from collections import Counter
+
+import pytest
+import torch
+
+from engine.distill import DistillConfig, Sample, block_acceptance, choose_vocabulary, distill_loss, parse_args
+
+
+def sample(answer: list[int]) -> Sample:
+    n = len(answer)
+    return Sample(
+        prompt_ids=torch.tensor([1, 2]),
+        answer_ids=torch.tensor(answer),
+        topk_ids=torch.zeros(n, 2, dtype=torch.int32),
+        topk_logp=torch.zeros(n, 2, dtype=torch.float16),
+    )
+
+
+def test_vocabulary_takes_frequent_text_tokens_answers_first_and_always_the_kept_ones():
+    text = Counter({10: 100, 11: 90, 12: 80, 13: 70})
+    answers = [sample([40] * 10 + [41] * 6)]  # each answer token weighs ANSWER_WEIGHT text tokens
+    chosen = choose_vocabulary(text, answers, size=4, keep=[2]).tolist()
+    assert chosen == sorted(chosen) and len(chosen) == 4
+    assert 2 in chosen and 40 in chosen and 41 in chosen and 10 in chosen
+    assert 11 not in chosen and 13 not in chosen
+
+
+def test_loss_is_smallest_when_the_student_matches_the_teacher():
+    teacher = torch.tensor([[0.7, 0.2, 0.1, 0.0]]).clamp_min(1e-9).log()
+    top_logp, top_ids = teacher.topk(3, dim=-1)
+    matched, kl_matched = distill_loss(teacher, top_ids, top_logp.half(), ce_weight=0.0)
+    assert kl_matched.item() == pytest.approx(0.0, abs=1e-3)
+    wrong = torch.tensor([[-5.0, 0.0, 5.0, 0.0]])
+    worse, _ = distill_loss(wrong, top_ids, top_logp.half(), ce_weight=0.5)
+    assert worse.item() > matched.item() + 1
+
+
+def test_tokens_outside_the_subset_are_skipped_not_counted():
+    logits = torch.zeros(1, 4)
+    ids = torch.tensor([[-1, 2]])  # the teacher's greedy token is not proposable
+    logp = torch.tensor([[-0.1, -2.5]]).half()
+    loss, _ = distill_loss(logits, ids, logp, ce_weight=1.0)
+    only_second = torch.exp(torch.tensor(-2.5)) * (-2.5 - torch.log(torch.tensor(0.25)))
+    assert loss.item() == pytest.approx(only_second.item(), rel=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("matches", "expected"),
+    [
+        ([True] * 8, (7, 7)),  # a full block of 4, the verifier's bonus token, then the last 3
+        ([False] * 5, (0, 14)),  # every block is rejected at once and the verifier adds one token
+        ([True, True, False, True, True, True, True, True], (6, 8)),
+    ],
+)
+def test_block_acceptance_replays_greedy_speculation(matches, expected):
+    assert block_acceptance(matches, 4) == expected
+
+
+def test_every_config_field_is_a_flag_and_the_defaults_are_the_committed_recipe():
+    args, cfg = parse_args(["--out", "x", "--layers", "0,29", "--vocab-subset", "1024"])
+    assert cfg.layers == "0,29" and cfg.vocab_subset == 1024
+    assert parse_args(["--out", "x"])[1] == DistillConfig()

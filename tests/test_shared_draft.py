@@ -1,0 +1,146 @@
+"""Drafts that borrow the verifier's embeddings and propose a subset of its vocabulary."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from engine.base import make_engine
+from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.models import ModelLoadError, _pair, load_model_pair, tiny_models, tiny_tokenizer
+from engine.request import Request
+from engine.shared_draft import (
+    SharedDraftError,
+    draft_from_verifier,
+    embedding_fingerprint,
+    is_shared_draft,
+    load_shared_draft,
+    save_shared_draft,
+)
+from tests.conftest import hf_greedy
+from tests.test_engine_sampling import merged_chisquare, second_token_marginal
+
+# the tiny vocabulary is 256 bytes + <eos>; the draft may propose lowercase letters, space and <eos> only
+SUBSET = torch.tensor([*range(ord("a"), ord("z") + 1), ord(" "), 256])
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    return tiny_models()[1].float().eval()
+
+
+@pytest.fixture(scope="module")
+def subset_pair(verifier):
+    draft = draft_from_verifier(verifier, [0], SUBSET).eval()
+    return _pair(draft, verifier, tiny_tokenizer(), None, torch.device("cpu"), {"preset": "", "draft": "subset"})
+
+
+def test_tokens_outside_the_subset_get_minus_infinity(verifier):
+    draft = draft_from_verifier(verifier, [0, 2], SUBSET)
+    with torch.inference_mode():
+        logits = draft(input_ids=torch.tensor([[104, 105]])).logits[0, -1]
+    outside = torch.ones(257, dtype=torch.bool)
+    outside[SUBSET] = False
+    assert torch.isneginf(logits[outside]).all()
+    assert torch.isfinite(logits[SUBSET]).all()
+    assert draft.model.embed_tokens is verifier.get_input_embeddings()  # shared, not copied
+
+
+def test_layers_are_copies_of_the_chosen_verifier_layers(verifier):
+    draft = draft_from_verifier(verifier, [2, 0], SUBSET)
+    assert torch.equal(draft.model.layers[0].mlp.up_proj.weight, verifier.model.layers[2].mlp.up_proj.weight)
+    assert torch.equal(draft.model.layers[1].self_attn.q_proj.weight, verifier.model.layers[0].self_attn.q_proj.weight)
+    with torch.no_grad():
+        draft.model.layers[0].mlp.up_proj.weight.add_(1.0)
+    assert not torch.equal(draft.model.layers[0].mlp.up_proj.weight, verifier.model.layers[2].mlp.up_proj.weight)
+    with pytest.raises(ValueError, match="layers must be indices"):
+        draft_from_verifier(verifier, [3], SUBSET)
+
+
+def test_save_and_load_round_trip(verifier, tmp_path):
+    draft = draft_from_verifier(verifier, [0, 1], SUBSET).eval()
+    with torch.no_grad():  # weights are stored in bfloat16: round them first so the round trip is exact
+        for name, p in draft.named_parameters():
+            if name.startswith(("model.layers.", "model.norm.")):
+                p.copy_(p.bfloat16().float())
+    save_shared_draft(draft, verifier, tmp_path, {"layers": "0,1"})
+    assert is_shared_draft(tmp_path)
+    names = {p.name for p in tmp_path.iterdir()}
+    assert names == {"config.json", "model.safetensors"}  # no embedding, no tokenizer of its own
+    meta = json.loads((tmp_path / "config.json").read_text())["pdv_draft"]
+    assert meta["vocab_subset"] == len(SUBSET)
+    assert meta["verifier_embedding_sha256"] == embedding_fingerprint(verifier.get_input_embeddings().weight)
+    loaded = load_shared_draft(tmp_path, verifier, torch.float32, torch.device("cpu"))
+    ids = torch.tensor([[104, 101, 108, 108, 111]])
+    with torch.inference_mode():
+        want = draft(input_ids=ids).logits
+        got = loaded(input_ids=ids).logits
+    assert torch.equal(torch.isneginf(got), torch.isneginf(want))
+    finite = torch.isfinite(want)
+    torch.testing.assert_close(got[finite], want[finite])
+
+
+def test_a_different_verifier_is_refused(verifier, tmp_path):
+    save_shared_draft(draft_from_verifier(verifier, [0], SUBSET), verifier, tmp_path / "draft", {})
+    other = tiny_models()[1]
+    with torch.no_grad():
+        other.get_input_embeddings().weight[5] += 1.0
+    with pytest.raises(SharedDraftError, match="different verifier embedding"):
+        load_shared_draft(tmp_path / "draft", other, torch.float32, torch.device("cpu"))
+    # the same refusal through the public loader is one clear ModelLoadError
+    other.save_pretrained(tmp_path / "verifier")
+    tiny_tokenizer().save_pretrained(tmp_path / "verifier")
+    with pytest.raises(ModelLoadError, match="different verifier embedding"):
+        load_model_pair(draft_model=str(tmp_path / "draft"), verifier_model=str(tmp_path / "verifier"), device="cpu")
+
+
+def test_load_model_pair_takes_a_shared_draft_directory(verifier, tmp_path):
+    verifier.save_pretrained(tmp_path / "verifier")
+    tiny_tokenizer().save_pretrained(tmp_path / "verifier")
+    save_shared_draft(draft_from_verifier(verifier, [1], SUBSET), verifier, tmp_path / "draft", {})
+    pair = load_model_pair(draft_model=str(tmp_path / "draft"), verifier_model=str(tmp_path / "verifier"), device="cpu")
+    draft = pair.draft.model
+    assert draft.model.embed_tokens is pair.verifier.model.get_input_embeddings()
+    own = sum(p.numel() for p in draft.model.layers.parameters()) + draft.model.norm.weight.numel()
+    assert pair.describe()["draft_params"] == str(own)
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pdv"])
+def test_greedy_output_is_the_verifiers_even_for_tokens_the_draft_cannot_propose(subset_pair, engine):
+    prompts = ["Hello, World! 123", "zzz", "UPPER case"]
+    requests = [
+        Request(f"g{i}", subset_pair.encode_prompt(p), SamplingParams(max_new_tokens=20, stop_token_ids=()))
+        for i, p in enumerate(prompts)
+    ]
+    eng = make_engine(engine, subset_pair, EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3)))
+    try:
+        eng.generate(requests, timeout=120)
+    finally:
+        eng.stop()
+    outputs = [t for r in requests for t in r.output_token_ids]
+    assert any(t not in SUBSET.tolist() for t in outputs)  # the verifier did emit tokens outside the subset
+    for r in requests:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == hf_greedy(subset_pair.verifier.model, r.prompt_token_ids, 20)
+    assert sum(r.drafted for r in requests) > 0
+
+
+def test_sampled_second_token_follows_the_verifier_with_a_subset_draft(subset_pair):
+    prompt = subset_pair.encode_prompt("hi")
+    trials = 800
+    config = EngineConfig(engine="baseline", controller=ControllerConfig(draft_len=3))
+    eng = make_engine("baseline", subset_pair, config)
+    requests = [
+        Request(f"s{i}", prompt, SamplingParams(temperature=1.0, max_new_tokens=4, seed=i, stop_token_ids=()))
+        for i in range(trials)
+    ]
+    try:
+        eng.generate(requests, timeout=300)
+    finally:
+        eng.stop()
+    assert sum(r.drafted for r in requests) > trials
+    second = np.bincount([r.output_token_ids[1] for r in requests], minlength=subset_pair.verifier.vocab_size)
+    assert second[np.setdiff1d(np.arange(257), SUBSET.numpy())].sum() > 0  # mass outside the subset is reached
+    exact = second_token_marginal(subset_pair.verifier.model, prompt)
+    assert merged_chisquare(second, exact) > 1e-3
