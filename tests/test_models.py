@@ -106,7 +106,7 @@ def test_cli_generate_prints_one_json_object():
     assert result["models"]["preset"] == "tiny" and int(result["models"]["draft_params"]) > 0
     # tiny float32 pair: 3-layer verifier + 2-layer draft, both with their own (tied) embedding
     params = int(result["models"]["draft_params"]) + int(result["models"]["verifier_params"])
-    assert result["weights_mb"] >= params * 4 / 2**20
+    assert result["weights_mb"] >= params * 4 / 2**20 - 0.05  # reported to 0.1 MB
     assert result["rss_mb"] > result["weights_mb"]
 
 
