@@ -573,7 +573,9 @@ def write_card(out: Path, stats: dict) -> None:
         else ""
     )
     early = (
-        f" It stopped at the time budget after {tr['steps']} of {tr['planned_steps']} steps."
+        f" It stopped at the time budget after {tr['steps']} of {tr['planned_steps']} steps (the learning rate"
+        " follows the clock, so it still ended decayed); on a faster or slower machine the same command fits"
+        " more or fewer steps, so its weights differ accordingly. The seed fixes everything else."
         if tr["stopped_early"]
         else ""
     )
