@@ -34,12 +34,10 @@ def merged_chisquare(counts: np.ndarray, probs: np.ndarray, min_expected: float 
     return chisquare(obs, exp).pvalue
 
 
-@pytest.mark.parametrize("engine", ["baseline", "pdv"])
-def test_sampled_second_token_follows_verifier_distribution(tiny_pair, engine):
-    prompt = tiny_pair.encode_prompt("hi")
-    trials = 800
+def sampled_second_tokens(pair, engine: str, prompt: list[int], trials: int = 800) -> np.ndarray:
+    """Counts of the second output token over ``trials`` seeded samples (T = 1, L = 3) through ``engine``."""
     config = EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3))
-    eng = make_engine(engine, tiny_pair, config)
+    eng = make_engine(engine, pair, config)
     requests = [
         Request(f"s{i}", prompt, SamplingParams(temperature=1.0, max_new_tokens=4, seed=i, stop_token_ids=()))
         for i in range(trials)
@@ -49,7 +47,13 @@ def test_sampled_second_token_follows_verifier_distribution(tiny_pair, engine):
     finally:
         eng.stop()
     assert sum(r.drafted for r in requests) > trials  # the second token did go through speculation
-    second = np.bincount([r.output_token_ids[1] for r in requests], minlength=tiny_pair.verifier.vocab_size)
+    return np.bincount([r.output_token_ids[1] for r in requests], minlength=pair.verifier.vocab_size)
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pdv"])
+def test_sampled_second_token_follows_verifier_distribution(tiny_pair, engine):
+    prompt = tiny_pair.encode_prompt("hi")
+    second = sampled_second_tokens(tiny_pair, engine, prompt)
     exact = second_token_marginal(tiny_pair.verifier.model, prompt)
     assert merged_chisquare(second, exact) > 1e-3
     # power check: the draft's own marginal is told apart by the same test

@@ -19,7 +19,7 @@ from engine.shared_draft import (
     save_shared_draft,
 )
 from tests.conftest import hf_greedy
-from tests.test_engine_sampling import merged_chisquare, second_token_marginal
+from tests.test_engine_sampling import merged_chisquare, sampled_second_tokens, second_token_marginal
 
 # the tiny vocabulary is 256 bytes + <eos>; the draft may propose lowercase letters, space and <eos> only
 SUBSET = torch.tensor([*range(ord("a"), ord("z") + 1), ord(" "), 256])
@@ -128,19 +128,7 @@ def test_greedy_output_is_the_verifiers_even_for_tokens_the_draft_cannot_propose
 
 def test_sampled_second_token_follows_the_verifier_with_a_subset_draft(subset_pair):
     prompt = subset_pair.encode_prompt("hi")
-    trials = 800
-    config = EngineConfig(engine="baseline", controller=ControllerConfig(draft_len=3))
-    eng = make_engine("baseline", subset_pair, config)
-    requests = [
-        Request(f"s{i}", prompt, SamplingParams(temperature=1.0, max_new_tokens=4, seed=i, stop_token_ids=()))
-        for i in range(trials)
-    ]
-    try:
-        eng.generate(requests, timeout=300)
-    finally:
-        eng.stop()
-    assert sum(r.drafted for r in requests) > trials
-    second = np.bincount([r.output_token_ids[1] for r in requests], minlength=subset_pair.verifier.vocab_size)
+    second = sampled_second_tokens(subset_pair, "baseline", prompt)
     assert second[np.setdiff1d(np.arange(257), SUBSET.numpy())].sum() > 0  # mass outside the subset is reached
     exact = second_token_marginal(subset_pair.verifier.model, prompt)
     assert merged_chisquare(second, exact) > 1e-3
