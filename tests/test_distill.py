@@ -5,7 +5,16 @@ from collections import Counter
 import pytest
 import torch
 
-from engine.distill import DistillConfig, Sample, block_acceptance, choose_vocabulary, distill_loss, parse_args
+from engine.distill import (
+    DistillConfig,
+    Sample,
+    autocast,
+    block_acceptance,
+    choose_vocabulary,
+    distill_loss,
+    parse_args,
+    torch_dtype,
+)
 
 
 def sample(answer: list[int]) -> Sample:
@@ -62,3 +71,17 @@ def test_every_config_field_is_a_flag_and_the_defaults_are_the_committed_recipe(
     args, cfg = parse_args(["--out", "x", "--layers", "0,29", "--vocab-subset", "1024"])
     assert cfg.layers == "0,29" and cfg.vocab_subset == 1024
     assert parse_args(["--out", "x"])[1] == DistillConfig()
+
+
+@pytest.mark.parametrize("name", ["float33", "int8", "Tensor"])
+def test_a_dtype_that_is_not_a_floating_point_torch_dtype_is_refused_by_name(name):
+    with pytest.raises(SystemExit, match=name):
+        torch_dtype(name)
+
+
+def test_training_autocast_lowers_matmuls_only_when_asked():
+    a, b = torch.randn(4, 8), torch.randn(8, 4)
+    with autocast("bfloat16"):
+        assert (a @ b).dtype == torch.bfloat16
+    with autocast("float32"):
+        assert (a @ b).dtype == torch.float32
