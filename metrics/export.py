@@ -137,9 +137,7 @@ def check_appendable(out_dir: str | Path) -> None:
     ):
         header = _read_header(out / name)
         if header is not None and header != columns:
-            raise RunFilesError(
-                f"{out / name} has other columns than this version writes; write to a new directory"
-            )
+            raise RunFilesError(f"{out / name} has other columns than this version writes; write to a new directory")
     run_json = out / RUN_JSON
     if run_json.exists():
         _read_run_json(run_json)
@@ -162,11 +160,7 @@ def _read_run_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise RunFilesError(f"{path}: not readable JSON ({exc})") from exc
-    if (
-        not isinstance(data, dict)
-        or data.get("format") != RUN_JSON_FORMAT
-        or not isinstance(data.get("runs"), list)
-    ):
+    if not isinstance(data, dict) or data.get("format") != RUN_JSON_FORMAT or not isinstance(data.get("runs"), list):
         raise RunFilesError(f"{path}: not a PD-Verify run file (format {RUN_JSON_FORMAT})")
     return data
 

@@ -116,9 +116,7 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
 
 
-def summarize(
-    key: RunKey, metrics: Sequence[RequestMetrics], duration_s: float, slo: SLO | None = None
-) -> RunSummary:
+def summarize(key: RunKey, metrics: Sequence[RequestMetrics], duration_s: float, slo: SLO | None = None) -> RunSummary:
     """Summary of one run from its per-request metrics (every submitted request)."""
     if duration_s < 0:
         raise ValueError(f"duration must be >= 0, got {duration_s}")
@@ -175,6 +173,4 @@ def position_acceptance(steps_per_request: Iterable[Sequence[StepRecord]]) -> tu
                 drafted[k] += 1
             for k in range(step.accepted):
                 accepted[k] += 1
-    return tuple(
-        PositionAcceptance(k + 1, d, a) for k, (d, a) in enumerate(zip(drafted, accepted, strict=True))
-    )
+    return tuple(PositionAcceptance(k + 1, d, a) for k, (d, a) in enumerate(zip(drafted, accepted, strict=True)))

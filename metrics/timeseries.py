@@ -95,9 +95,7 @@ class TimeseriesRow:
     rss_mb: float
 
 
-def make_row(
-    prev: EngineStatsLike, cur: EngineStatsLike, device: DeviceSample, t0: float
-) -> TimeseriesRow | None:
+def make_row(prev: EngineStatsLike, cur: EngineStatsLike, device: DeviceSample, t0: float) -> TimeseriesRow | None:
     """The row for the window ``prev -> cur``; ``None`` if the window is empty."""
     window = cur.time - prev.time
     if window <= 0:

@@ -24,9 +24,7 @@ from metrics.summary import summarize
 from metrics.timeseries import TimeseriesRow
 
 
-def request(
-    rid: str, out: int, tpot: float | None, status: str = "ok", error: str | None = None
-) -> RequestMetrics:
+def request(rid: str, out: int, tpot: float | None, status: str = "ok", error: str | None = None) -> RequestMetrics:
     return RequestMetrics(
         rid, status, error, 7, out, 0.5, 0.6, 0.9, 100.0, tpot, 400.0, 1.5, (1.0,) * max(0, out - 1), 0, 0, 0
     )

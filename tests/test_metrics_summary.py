@@ -25,9 +25,7 @@ def metric(
     accepted: int = 0,
     steps: int = 0,
 ) -> RequestMetrics:
-    return RequestMetrics(
-        rid, status, None, 5, out, 0.0, 0.0, 0.0, ttft, tpot, e2e, 0.0, itl, drafted, accepted, steps
-    )
+    return RequestMetrics(rid, status, None, 5, out, 0.0, 0.0, 0.0, ttft, tpot, e2e, 0.0, itl, drafted, accepted, steps)
 
 
 def test_percentile_interpolates_linearly_between_ranks():

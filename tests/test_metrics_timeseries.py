@@ -133,9 +133,7 @@ def test_sampler_refuses_rates_below_two_hertz():
 
 def test_live_rows_become_a_numeric_frame_with_every_field():
     prev = Stats(0.0, lanes(("loop",)), draft_len=None)
-    row = make_row(
-        prev, Stats(0.5, lanes(("loop",), busy=(0.25,)), tokens_emitted=10, draft_len=None), DEVICE, 0.0
-    )
+    row = make_row(prev, Stats(0.5, lanes(("loop",), busy=(0.25,)), tokens_emitted=10, draft_len=None), DEVICE, 0.0)
     frame = timeseries_frame([row, row])
     assert len(frame) == 2 and frame["busy_loop"].tolist() == [0.5, 0.5]
     assert frame["queue_verify"].isna().all() and frame["tokens_per_s"].iloc[0] == 20.0

@@ -151,8 +151,7 @@ def factory(step_s: float = 0.001):
 def trace(n: int, special: dict[int, str] | None = None, max_new_tokens: int = 6) -> Trace:
     special = special or {}
     items = tuple(
-        TraceItem(f"{special.get(i, 'req')}-{i}", f"prompt {i}", (1, 2, 3, i % 200), max_new_tokens)
-        for i in range(n)
+        TraceItem(f"{special.get(i, 'req')}-{i}", f"prompt {i}", (1, 2, 3, i % 200), max_new_tokens) for i in range(n)
     )
     return Trace(items, "test", 0)
 
@@ -266,7 +265,5 @@ def test_job_runs_in_the_background_and_can_be_cancelled(tmp_path):
     assert job.wait(10)
     snap = job.snapshot()
     assert snap.state == "cancelled" and snap.error is None
-    assert (
-        len(snap.results) == 1 and snap.results[0].stop_reason == "cancelled"
-    )  # the second engine never ran
+    assert len(snap.results) == 1 and snap.results[0].stop_reason == "cancelled"  # the second engine never ran
     assert len(load_run_dir(tmp_path).frames.summary) == 1

@@ -43,9 +43,7 @@ def test_fixed_lengths_without_a_range_ratio():
     assert {r.prompt_len for r in reqs} <= {31, 32} and {r.output_len for r in reqs} == {8}
 
 
-@pytest.mark.parametrize(
-    "kwargs", [{"mean": 0}, {"mean": 10, "range_ratio": 1.0}, {"mean": 10, "range_ratio": -0.1}]
-)
+@pytest.mark.parametrize("kwargs", [{"mean": 0}, {"mean": 10, "range_ratio": 1.0}, {"mean": 10, "range_ratio": -0.1}])
 def test_invalid_lengths_are_refused(kwargs):
     with pytest.raises(ValueError):
         LengthSpec(**kwargs)

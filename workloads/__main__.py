@@ -99,14 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--max-concurrency", type=int, help="open loop: at most this many requests in flight")
     data = p.add_argument_group("trace")
     data.add_argument("--num-requests", type=int, default=50)
-    data.add_argument(
-        "--dataset", default=BUNDLED, help=f"PATH to a ShareGPT JSON, {BUNDLED}, or {SYNTHETIC}"
-    )
+    data.add_argument("--dataset", default=BUNDLED, help=f"PATH to a ShareGPT JSON, {BUNDLED}, or {SYNTHETIC}")
     data.add_argument("--input-len", type=int, default=256, help="synthetic prompt tokens")
     data.add_argument("--output-len", type=int, default=128, help="synthetic output tokens")
-    data.add_argument(
-        "--range-ratio", type=float, default=0.0, help="synthetic lengths vary by +- this share"
-    )
+    data.add_argument("--range-ratio", type=float, default=0.0, help="synthetic lengths vary by +- this share")
     data.add_argument("--seed", type=int, default=0, help="sampling of the trace, arrivals and generation")
     models = p.add_argument_group("models")
     models.add_argument("--preset", help="model pair preset (default smol)")
@@ -121,15 +117,31 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--max-batch-size", type=int, default=EngineConfig.max_batch_size)
     eng.add_argument("--max-cache-tokens", type=int, default=EngineConfig.max_cache_tokens)
     eng.add_argument("--prefill-chunk-tokens", type=int, default=EngineConfig.prefill_chunk_tokens)
-    eng.add_argument("--hybrid-threshold", type=int, default=EngineConfig.hybrid_threshold,
-                     help="pdv: below this many running requests draft+verify run atomically (0 = never)")
+    eng.add_argument(
+        "--hybrid-threshold",
+        type=int,
+        default=EngineConfig.hybrid_threshold,
+        help="pdv: below this many running requests draft+verify run atomically (0 = never)",
+    )
     eng.add_argument("--verify-promote-margin", type=int, default=EngineConfig.verify_promote_margin)
-    eng.add_argument("--micro-batches", type=int, default=EngineConfig.micro_batches,
-                     help="pdv: groups of running requests pipelined between the draft and verify lanes")
-    eng.add_argument("--intra-op-threads", type=int, default=EngineConfig.intra_op_threads,
-                     help="torch intra-op threads (0 = torch's default)")
-    eng.add_argument("--concurrent-lanes", type=int, default=EngineConfig.concurrent_lanes,
-                     help="lanes that may run on the device at once (0 = all)")
+    eng.add_argument(
+        "--micro-batches",
+        type=int,
+        default=EngineConfig.micro_batches,
+        help="pdv: groups of running requests pipelined between the draft and verify lanes",
+    )
+    eng.add_argument(
+        "--intra-op-threads",
+        type=int,
+        default=EngineConfig.intra_op_threads,
+        help="torch intra-op threads (0 = torch's default)",
+    )
+    eng.add_argument(
+        "--concurrent-lanes",
+        type=int,
+        default=EngineConfig.concurrent_lanes,
+        help="lanes that may run on the device at once (0 = all)",
+    )
     gen = p.add_argument_group("generation")
     gen.add_argument(
         "--max-new-tokens",
@@ -139,9 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument("--temperature", type=float, default=0.0)
     gen.add_argument("--top-p", type=float, default=1.0)
-    gen.add_argument(
-        "--ignore-eos", action="store_true", help="generate max tokens even past end-of-sequence"
-    )
+    gen.add_argument("--ignore-eos", action="store_true", help="generate max tokens even past end-of-sequence")
     run = p.add_argument_group("measurement and output")
     run.add_argument("--ttft-slo-ms", type=float, help="goodput: TTFT objective")
     run.add_argument("--tpot-slo-ms", type=float, help="goodput: TPOT objective")
@@ -274,10 +284,7 @@ def format_table(summaries: Sequence[RunSummary]) -> str:
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = [
-        "  ".join(
-            cell.rjust(w) if i > 1 else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
-        )
+        "  ".join(cell.rjust(w) if i > 1 else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True)))
         for r in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -328,9 +335,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
     def work() -> None:
         try:
-            run_sweep(
-                pair, trace, plan, out, meta=meta, cancel=cancel, progress=progress, on_result=results.append
-            )
+            run_sweep(pair, trace, plan, out, meta=meta, cancel=cancel, progress=progress, on_result=results.append)
         except Exception as exc:  # noqa: BLE001 - re-raised on the main thread
             failure.append(exc)
         finally:
@@ -346,9 +351,7 @@ def replay_command(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             interrupted = True
             cancel.set()
-            bar.write(
-                "interrupted: cancelling the run in progress (the finished runs are kept)", file=sys.stderr
-            )
+            bar.write("interrupted: cancelling the run in progress (the finished runs are kept)", file=sys.stderr)
     worker.join()
     bar.close()
     if failure:

@@ -32,9 +32,7 @@ def git_commit(root: Path = PROJECT_ROOT) -> dict[str, Any] | None:
 
     def git(*args: str) -> str | None:
         try:
-            done = subprocess.run(
-                ["git", *args], cwd=root, capture_output=True, text=True, timeout=5, check=False
-            )
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5, check=False)
         except (OSError, subprocess.SubprocessError):
             return None
         return done.stdout.strip() if done.returncode == 0 else None

@@ -206,17 +206,13 @@ def default_engine_factory(name: str, pair: Any, config: EngineConfig) -> Engine
     return make_engine(name, pair, config)
 
 
-def _trace_items(
-    trace: Trace | Sequence[SampledRequest], pair: PairLike, params: SamplingParams
-) -> list[TraceItem]:
+def _trace_items(trace: Trace | Sequence[SampledRequest], pair: PairLike, params: SamplingParams) -> list[TraceItem]:
     if isinstance(trace, Trace):
         return list(trace.items)
     return list(build_trace(trace, pair.encode_prompt, params.max_new_tokens, "sampled requests", 0).items)
 
 
-def _request(
-    item: TraceItem, index: int, params: SamplingParams, on_event: Callable[[TokenEvent], None]
-) -> Request:
+def _request(item: TraceItem, index: int, params: SamplingParams, on_event: Callable[[TokenEvent], None]) -> Request:
     seed = None if params.seed is None else params.seed + index
     return Request(
         request_id=item.request_id,
@@ -227,13 +223,9 @@ def _request(
     )
 
 
-def _warm_up(
-    engine: EngineLike, items: list[TraceItem], n: int, params: SamplingParams, halt: threading.Event
-) -> None:
+def _warm_up(engine: EngineLike, items: list[TraceItem], n: int, params: SamplingParams, halt: threading.Event) -> None:
     for i in range(min(n, len(items))):
-        item = replace(
-            items[i], request_id=f"warmup-{i}", max_new_tokens=min(WARMUP_TOKENS, items[i].max_new_tokens)
-        )
+        item = replace(items[i], request_id=f"warmup-{i}", max_new_tokens=min(WARMUP_TOKENS, items[i].max_new_tokens))
         request = engine.submit(_request(item, i, params, lambda event: None))
         while not request.done.wait(0.1):
             if halt.is_set():

@@ -107,9 +107,7 @@ def run_sweep(
             break
         label = load_label(policy)
 
-        def report(
-            finished: int, total: int, index: int = index, engine: str = engine, label: str = label
-        ) -> None:
+        def report(finished: int, total: int, index: int = index, engine: str = engine, label: str = label) -> None:
             if progress:
                 progress(SweepProgress(index, len(runs), engine, label, finished, total))
 
