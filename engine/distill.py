@@ -10,9 +10,9 @@ separate teacher forward is needed. Only the top-k of each distribution is kept,
 which makes the targets small enough to train on them for several epochs.
 Teacher-forced passes over real ShareGPT replies add broader (cheaper) targets.
 A bfloat16 copy of the verifier writes all training targets and the student
-trains under bfloat16 autocast: on CPUs with bfloat16 dot products that is
-about 2.5x the float32 matmul rate, and the draft is limited by how much of the
-verifier's own text it sees. The held-out answers it is scored on come from
+trains under bfloat16 autocast: on CPUs with bfloat16 dot products (AVX-512
+BF16, AMX) that is much faster than float32, and the draft is limited by how
+much of the verifier's own text it sees. The held-out answers it is scored on come from
 the float32 verifier, as the engines run it.
 
 The student is a shared-embedding draft (``engine.shared_draft``): copies of a
