@@ -698,6 +698,7 @@ def load_verifier(dtype: torch.dtype = torch.float32):
 
 def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg: DistillConfig) -> dict:
     """Reload the saved draft in float32 and measure acceptance and forward times."""
+    from engine.models import own_parameters
     from engine.shared_draft import load_shared_draft
 
     draft = load_shared_draft(out, verifier, torch.float32, torch.device("cpu"))
@@ -726,7 +727,7 @@ def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg
         "architecture": arch,
         "eval": ev,
         "latency": latency,
-        "parameters": sum(p.numel() for p in draft.parameters() if p is not verifier.get_input_embeddings().weight),
+        "parameters": own_parameters(draft, verifier),
         "vocab_size": draft.config.vocab_size,
         "vocab_subset": draft.lm_head.vocab_index.numel(),
     }
