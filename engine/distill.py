@@ -112,13 +112,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def chat_prompt_ids(tokenizer, text: str) -> list[int]:
-    templated = tokenizer.apply_chat_template(
-        [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
-    )
-    return tokenizer(templated, add_special_tokens=False).input_ids
-
-
 def split_prompts(
     tokenizer, cfg: DistillConfig
 ) -> tuple[list[list[int]], list[list[int]], list[tuple[list[int], list[int]]], dict, Counter[int]]:
@@ -130,6 +123,7 @@ def split_prompts(
     The last item counts the tokens of every other record's text, for choosing
     the draft's vocabulary; it never includes a held-out prompt.
     """
+    from engine.models import encode_prompt
     from workloads.sharegpt import iter_exchanges
 
     with warnings.catch_warnings():
@@ -147,7 +141,7 @@ def split_prompts(
         if key in seen:
             continue
         seen.add(key)
-        ids = chat_prompt_ids(tokenizer, ex.prompt)
+        ids = encode_prompt(tokenizer, ex.prompt)
         if len(ids) > cfg.max_prompt_tokens:
             too_long += 1
             continue

@@ -46,12 +46,7 @@ class ModelPair:
 
     def encode_prompt(self, text: str, raw: bool = False) -> list[int]:
         """Token ids the models see for a user message (chat template unless ``raw``)."""
-        if not raw and self.tokenizer.chat_template:
-            text = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-            )
-            return list(self.tokenizer(text, add_special_tokens=False).input_ids)
-        return list(self.tokenizer(text).input_ids)
+        return encode_prompt(self.tokenizer, text, raw)
 
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
@@ -72,6 +67,16 @@ class ModelPair:
             "draft_params": str(own_parameters(self.draft.model, self.verifier.model)),
             "verifier_params": str(sum(p.numel() for p in self.verifier.model.parameters())),
         }
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, text: str, raw: bool = False) -> list[int]:
+    """Token ids for a user message: the tokenizer's chat template with a generation prompt, unless ``raw``."""
+    if not raw and tokenizer.chat_template:
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
+        return list(tokenizer(text, add_special_tokens=False).input_ids)
+    return list(tokenizer(text).input_ids)
 
 
 def own_parameters(draft: torch.nn.Module, verifier: torch.nn.Module) -> int:
