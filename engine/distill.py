@@ -4,11 +4,10 @@ Speculative decoding only pays off when the draft guesses what the verifier
 would say, on the text the verifier actually produces. So the training data is
 the verifier's own greedy answers to ShareGPT prompts (formatted with its chat
 template), and the targets are its next-token distributions at every answer
-position. Both come out of one batched generation pass (``engine.teacher``, a
-decoding loop built for CPU throughput): the logits of each decoding step are
-exactly the teacher distribution for that position, so no separate teacher
-forward is needed. Only the top-k of each distribution is kept, which makes the
-targets small enough to train on them for several epochs.
+position. Both come out of one batched generation pass: the logits of each
+decoding step are exactly the teacher distribution for that position, so no
+separate teacher forward is needed. Only the top-k of each distribution is kept,
+which makes the targets small enough to train on them for several epochs.
 Teacher-forced passes over real ShareGPT replies add broader (cheaper) targets.
 A bfloat16 copy of the verifier writes all training targets and the student
 trains under bfloat16 autocast: on CPUs with bfloat16 dot products (AVX-512
@@ -70,11 +69,11 @@ class DistillConfig:
     seed: int = 0
     layers: str = "0,1,28,29"  # verifier layers the draft starts from, in order
     vocab_subset: int = 16384  # tokens the draft can propose
-    train_prompts: int = 3072
+    train_prompts: int = 2304
     eval_prompts: int = 48
     max_prompt_tokens: int = 192
     max_new_tokens: int = 128
-    gen_batch: int = 128
+    gen_batch: int = 64
     top_k: int = 32
     epochs: int = 6
     batch_tokens: int = 3072
@@ -168,14 +167,15 @@ def split_prompts(
     return eval_ids, train_ids, real_pairs, info, counts
 
 
-def generate_samples(model, prompts: Sequence[list[int]], cfg: DistillConfig, eos_id: int, desc: str) -> list[Sample]:
+@torch.inference_mode()
+def generate_samples(
+    model, prompts: Sequence[list[int]], cfg: DistillConfig, eos_id: int, pad_id: int, desc: str
+) -> list[Sample]:
     """Greedy answers of ``model`` with top-k log-probs at every answer position.
 
-    Prompts are batched by length so little compute is spent on padding;
-    results come back in the original order. ``engine.teacher`` runs the batches.
+    Prompts are batched by length (left padding) so little compute is spent on
+    padding; results come back in the original order.
     """
-    from engine.teacher import greedy_topk
-
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     out: list[Sample | None] = [None] * len(prompts)
     bar = tqdm(total=len(prompts), desc=desc, unit="prompt", mininterval=5)
@@ -183,15 +183,38 @@ def generate_samples(model, prompts: Sequence[list[int]], cfg: DistillConfig, eo
     new_tokens = 0
     for b in range(0, len(order), cfg.gen_batch):
         idx = order[b : b + cfg.gen_batch]
-        answers = greedy_topk(model, [prompts[i] for i in idx], cfg.max_new_tokens, eos_id, cfg.top_k)
-        for i, answer in zip(idx, answers, strict=True):
+        width = max(len(prompts[i]) for i in idx)
+        input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for row, i in enumerate(idx):
+            ids = prompts[i]
+            input_ids[row, width - len(ids) :] = torch.tensor(ids)
+            mask[row, width - len(ids) :] = 1
+        gen = model.generate(
+            input_ids=input_ids,
+            attention_mask=mask,
+            max_new_tokens=cfg.max_new_tokens,
+            do_sample=False,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=pad_id,
+            eos_token_id=eos_id,
+        )
+        answers = gen.sequences[:, width:]
+        logp = torch.stack(gen.logits, dim=1).float().log_softmax(-1)  # [B, G, V]
+        top_logp, top_ids = logp.topk(cfg.top_k, dim=-1)
+        del logp, gen
+        for row, i in enumerate(idx):
+            seq = answers[row]
+            eos_at = (seq == eos_id).nonzero()
+            length = int(eos_at[0]) + 1 if len(eos_at) else len(seq)
             out[i] = Sample(
                 prompt_ids=torch.tensor(prompts[i], dtype=torch.long),
-                answer_ids=answer.tokens,
-                topk_ids=answer.topk_ids.to(torch.int32),
-                topk_logp=answer.topk_logp.to(torch.float16),
+                answer_ids=seq[:length].clone(),
+                topk_ids=top_ids[row, :length].to(torch.int32).clone(),
+                topk_logp=top_logp[row, :length].to(torch.float16).clone(),
             )
-            new_tokens += len(answer.tokens)
+            new_tokens += length
         bar.update(len(idx))
         elapsed = time.perf_counter() - start
         bar.set_postfix(tok_s=f"{new_tokens / elapsed:.0f}")
@@ -760,16 +783,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     eos_id, pad_id = verifier.config.eos_token_id, tokenizer.pad_token_id
     eval_prompts, train_prompts, real_pairs, data_info, text_counts = split_prompts(tokenizer, cfg)
     gen_cfg = {
-        "generator": "engine.teacher",
-        **{
-            k: getattr(cfg, k)
-            for k in ("seed", "eval_prompts", "max_prompt_tokens", "max_new_tokens", "gen_batch", "top_k")
-        },
+        k: getattr(cfg, k)
+        for k in ("seed", "eval_prompts", "max_prompt_tokens", "max_new_tokens", "gen_batch", "top_k")
     }
     eval_samples, _ = cached_samples(
         args.cache.with_suffix(".eval.pt") if args.cache else None,
         {**gen_cfg, "part": "eval"},
-        lambda: generate_samples(verifier, eval_prompts, cfg, eos_id, "verifier answers (eval)"),
+        lambda: generate_samples(verifier, eval_prompts, cfg, eos_id, pad_id, "verifier answers (eval)"),
     )
     out: Path = args.out
     if args.eval_only:
@@ -783,7 +803,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     train_samples, gen_seconds = cached_samples(
         args.cache,
         {**gen_cfg, "train_prompts": cfg.train_prompts, "teacher_dtype": cfg.teacher_dtype, "part": "train"},
-        lambda: generate_samples(teacher, train_prompts, cfg, eos_id, "verifier answers (train)"),
+        lambda: generate_samples(teacher, train_prompts, cfg, eos_id, pad_id, "verifier answers (train)"),
     )
     real_samples, real_seconds = cached_samples(
         args.cache.with_suffix(".real.pt") if args.cache else None,
