@@ -427,6 +427,7 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
         lr=cfg.lr,
         betas=(0.9, 0.98),
     )
+    lower_precision = autocast(cfg.train_dtype)  # one context, entered once per step
     student.train()
     step, tokens, start = 0, 0, time.perf_counter()
     clock_start = time.monotonic()
@@ -444,7 +445,7 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
             lr = lr_at(step, total, cfg, time_progress)
             for group in opt.param_groups:
                 group["lr"] = lr
-            with autocast(cfg.train_dtype):
+            with lower_precision:
                 hidden = student.model(input_ids=ids, attention_mask=mask).last_hidden_state
                 hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)
                 logits = head.subset_logits(hidden)
@@ -752,6 +753,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, D
         parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=value)
     args = parser.parse_args(argv)
     cfg = DistillConfig(**{name: getattr(args, name) for name in asdict(defaults)})
+    for name in (cfg.teacher_dtype, cfg.train_dtype):
+        torch_dtype(name)  # refuse a bad dtype name before any work
     return args, cfg
 
 
@@ -774,7 +777,6 @@ def cached_samples(path: Path | None, key: dict, make) -> tuple[list[Sample], fl
 def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args, cfg = parse_args(argv)
-    torch_dtype(cfg.teacher_dtype), torch_dtype(cfg.train_dtype)  # refuse a bad name before any work
     wall_start = time.monotonic()
     deadline = wall_start + cfg.minutes * 60 - 240  # leave room for saving and evaluation
     torch.set_num_threads(cfg.threads)
