@@ -27,7 +27,8 @@ KL(teacher || student) over the teacher's top-k tokens plus a cross-entropy
 term on the greedy token, because greedy acceptance only depends on the argmax
 agreeing.
 
-At the end the saved (bfloat16) weights are reloaded and the greedy acceptance
+At the end the saved (bfloat16) weights are reloaded in the dtype they trained in,
+as the engines run them, and the greedy acceptance
 rate at draft length L is measured on held-out prompts, together with the
 per-token forward time of both models; the figures go into the model card.
 
@@ -562,6 +563,16 @@ def forward_ms(model, prompt_ids: torch.Tensor, steps: int = 64, repeats: int = 
     return round(statistics.median(runs), 2)
 
 
+def write_record(out: Path, stats: dict) -> None:
+    """Write the run's statistics and the model card into the draft directory."""
+    stats = {k: v for k, v in stats.items() if k not in ("files", "dir_bytes")}
+    (out / STATS).write_text(json.dumps(stats, indent=1))
+    write_card(out, {**stats, "files": {}, "dir_bytes": 0})
+    for _ in range(2):  # the card's own size settles after one rewrite
+        files = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
+        write_card(out, {**stats, "files": files, "dir_bytes": dir_size(out)})
+
+
 def dir_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
 
@@ -614,7 +625,8 @@ loads it onto the verifier and refuses any verifier whose embedding does not mat
 | hidden size / heads / key-value heads / MLP size | the verifier's: {hidden} / {heads} / {kv_heads} / {mlp} |
 | vocabulary it can propose | {s["vocab_subset"]:,} of {s["vocab_size"]:,} tokens |
 | own parameters (stored) | {s["parameters"]:,} |
-| stored as | safetensors, bfloat16 (loaded as float32 on the CPU) |
+| stored as | safetensors, bfloat16 |
+| runs in | {cfg["train_dtype"]} (the dtype it trained in; the verifier's embedding output is cast on the way in) |
 | directory size | {s["dir_bytes"]:,} bytes ({s["dir_bytes"] / 1e6:.2f} MB) |
 
 | file | bytes |
@@ -663,9 +675,9 @@ Greedy acceptance at draft length L = {ev["draft_len"]} on the {ev["eval_prompts
 the draft's greedy tokens that matches the verifier's greedy continuation). Per-position top-1 agreement
 with the verifier: {ev["top1_agreement"]:.3f}.
 
-Per-token forward time at batch 1 with a `DynamicCache` (float32, median of {lat["repeats"]} runs of
-{lat["steps"]} decode steps): draft {lat["draft_ms"]} ms, verifier {lat["verifier_ms"]} ms, ratio
-{lat["ratio"]:.3f}.
+Per-token forward time at batch 1 with a `DynamicCache` (draft in {cfg["train_dtype"]}, verifier in
+float32, median of {lat["repeats"]} runs of {lat["steps"]} decode steps): draft {lat["draft_ms"]} ms,
+verifier {lat["verifier_ms"]} ms, ratio {lat["ratio"]:.3f}.
 
 Measured with the saved weights by:
 
@@ -692,11 +704,11 @@ def load_verifier(dtype: torch.dtype = torch.float32):
 
 
 def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg: DistillConfig) -> dict:
-    """Reload the saved draft in float32 and measure acceptance and forward times."""
+    """Reload the saved draft as the engines run it and measure acceptance and forward times."""
     from engine.models import own_parameters
-    from engine.shared_draft import load_shared_draft
+    from engine.shared_draft import load_shared_draft, stored_compute_dtype
 
-    draft = load_shared_draft(out, verifier, torch.float32, torch.device("cpu"))
+    draft = load_shared_draft(out, verifier, stored_compute_dtype(out) or torch.float32, torch.device("cpu"))
     ev = acceptance(draft, eval_samples, cfg.draft_len)
     log.info(
         "greedy acceptance at L=%d: %.4f (top-1 agreement %.4f)",
@@ -796,6 +808,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     out: Path = args.out
     if args.eval_only:
         result = evaluate(out, verifier, tokenizer, eval_samples, cfg)
+        if (out / STATS).is_file():  # refresh the measured figures; the record of how it was trained stays
+            write_record(out, {**json.loads((out / STATS).read_text()), **result})
         print(json.dumps(result, indent=1))
         return
 
@@ -843,7 +857,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     partial = out.with_name(out.name + ".partial")  # a failed run never leaves a half-written draft behind
     shutil.rmtree(partial, ignore_errors=True)
-    save_shared_draft(student, verifier, partial, {"distilled_from": "SmolLM2-135M-Instruct", "layers": cfg.layers})
+    save_shared_draft(
+        student,
+        verifier,
+        partial,
+        {"distilled_from": "SmolLM2-135M-Instruct", "layers": cfg.layers, "compute_dtype": cfg.train_dtype},
+    )
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     measured = evaluate(out, verifier, tokenizer, eval_samples, cfg)
@@ -861,15 +880,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         "reused_seconds": round(sum(REUSED_SECONDS), 1),
         "cpu": cpu_name(),
     }
-    (out / STATS).write_text(json.dumps(stats, indent=1))
-    write_card(out, {**stats, "files": {}, "dir_bytes": 0})
-    stats["files"] = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
-    stats["dir_bytes"] = dir_size(out)
-    write_card(out, stats)
-    stats["files"] = {p.name: p.stat().st_size for p in sorted(out.iterdir()) if p.is_file()}
-    stats["dir_bytes"] = dir_size(out)
-    write_card(out, stats)  # the card's own size settles after one rewrite
-    log.info("wrote %s (%d bytes) in %.1f min", out, stats["dir_bytes"], stats["wall_seconds"] / 60)
+    write_record(out, stats)
+    log.info("wrote %s (%d bytes) in %.1f min", out, dir_size(out), stats["wall_seconds"] / 60)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,10 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from engine.cpu_linear import chosen_backend
 from engine.presets import DEFAULT_PRESET, ProgressFn, _noop, preset_paths
 from engine.runner import ModelRunner
-from engine.shared_draft import SharedDraftError, is_shared_draft, load_shared_draft
+from engine.shared_draft import SharedDraftError, is_shared_draft, load_shared_draft, stored_compute_dtype
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ class ModelPair:
             **self.source,
             "device": str(self.device),
             "dtype": str(self.verifier.dtype).removeprefix("torch."),
+            "draft_dtype": str(self.draft.dtype).removeprefix("torch."),
+            "cpu_linear": self.verifier.linear_kernel,
             "draft_params": str(own_parameters(self.draft.model, self.verifier.model)),
             "verifier_params": str(sum(p.numel() for p in self.verifier.model.parameters())),
         }
@@ -215,6 +218,10 @@ def load_model_pair(
         raise ModelLoadError("pass either a preset or --draft-model/--verifier-model, not both")
     dev = resolve_device(device)
     torch_dtype = getattr(torch, dtype) if dtype else default_dtype(dev)
+    try:
+        chosen_backend()  # a bad PDV_CPU_LINEAR fails here, before any weights load
+    except (ValueError, RuntimeError) as exc:
+        raise ModelLoadError(str(exc)) from exc
 
     if draft_model is None:
         preset = preset or DEFAULT_PRESET
@@ -249,7 +256,9 @@ def load_model_pair(
         # no tokenizer or embedding of its own: it is checked against the verifier's embedding instead
         draft_tok = None
         try:
-            draft = load_shared_draft(draft_name, verifier, torch_dtype, dev)
+            # it runs in the dtype it was trained in unless --dtype names one for both models
+            draft_dtype = (None if dtype else stored_compute_dtype(draft_name)) or torch_dtype
+            draft = load_shared_draft(draft_name, verifier, draft_dtype, dev)
         except SharedDraftError as exc:
             raise ModelLoadError(str(exc)) from exc
     else:

@@ -7,6 +7,7 @@ import threading
 import torch
 from transformers import PreTrainedModel
 
+from engine.cpu_linear import chosen_backend, route_linears
 from engine.kv import ATTN_IMPLEMENTATION, KVStore, PackedBatch, Segment
 
 
@@ -22,13 +23,16 @@ class ModelRunner:
         self.name = name
         self.model = model.eval()
         self.model.set_attn_implementation(ATTN_IMPLEMENTATION)
+        self.linear_kernel = route_linears(self.model, chosen_backend())
         cfg = model.config
         self.num_layers: int = cfg.num_hidden_layers
         self.num_kv_heads: int = cfg.num_key_value_heads
         self.head_dim: int = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.vocab_size: int = cfg.vocab_size
         self.device = next(model.parameters()).device
-        self.dtype = next(model.parameters()).dtype
+        # the layers' dtype, which the KV cache holds (a shared draft's borrowed embedding may differ)
+        layers = getattr(getattr(model, "model", model), "layers", model)
+        self.dtype = next(layers.parameters()).dtype
         self._lock = threading.Lock()
         self._tokens_forwarded = 0  # every token that went through a forward (tests check for recomputation)
 

@@ -45,11 +45,12 @@ class SharedDraftError(ValueError):
 class VocabSubsetHead(nn.Module):
     """Output layer over ``vocab_index`` only; every other token gets logit ``-inf``."""
 
-    def __init__(self, embedding: torch.Tensor, vocab_index: torch.Tensor) -> None:
+    def __init__(self, embedding: torch.Tensor, vocab_index: torch.Tensor, dtype: torch.dtype | None = None) -> None:
         super().__init__()
         self.vocab_size = embedding.shape[0]
         self.register_buffer("vocab_index", vocab_index.to(torch.long, copy=True), persistent=False)
-        self.register_buffer("weight", embedding.detach()[self.vocab_index].clone(), persistent=False)
+        rows = embedding.detach()[self.vocab_index].to(dtype or embedding.dtype)
+        self.register_buffer("weight", rows, persistent=False)
 
     def subset_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., H] -> [..., N] logits of the subset tokens, in ``vocab_index`` order."""
@@ -60,6 +61,22 @@ class VocabSubsetHead(nn.Module):
         small = self.subset_logits(hidden)
         full = small.new_full((*small.shape[:-1], self.vocab_size), float("-inf"))
         return full.index_copy_(-1, self.vocab_index, small)
+
+
+class CastEmbedding(nn.Module):
+    """The verifier's embedding module, shared, with its output cast to the draft's compute dtype."""
+
+    def __init__(self, shared: nn.Module, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.shared = shared
+        self.out_dtype = dtype
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.shared.weight
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.shared(input_ids).to(self.out_dtype)
 
 
 def embedding_fingerprint(embedding: torch.Tensor) -> str:
@@ -76,6 +93,17 @@ def is_shared_draft(path: str | Path) -> bool:
         return CONFIG_KEY in json.loads(config.read_text())
     except json.JSONDecodeError:
         return False
+
+
+def stored_compute_dtype(path: str | Path) -> torch.dtype | None:
+    """The dtype a shared draft was trained to run in (``pdv_draft.compute_dtype``), if it names one."""
+    name = json.loads((Path(path) / "config.json").read_text())[CONFIG_KEY].get("compute_dtype")
+    if name is None:
+        return None
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise SharedDraftError(f"draft {path} names an unknown compute_dtype {name!r}")
+    return dtype
 
 
 def draft_from_verifier(verifier: LlamaForCausalLM, layers: list[int], vocab_index: torch.Tensor) -> LlamaForCausalLM:
@@ -122,7 +150,11 @@ def save_shared_draft(draft: LlamaForCausalLM, verifier: LlamaForCausalLM, out: 
 def load_shared_draft(
     path: str | Path, verifier: LlamaForCausalLM, dtype: torch.dtype, device: torch.device
 ) -> LlamaForCausalLM:
-    """Load a shared-embedding draft onto ``verifier``'s embedding; refuses a different verifier."""
+    """Load a shared-embedding draft onto ``verifier``'s embedding; refuses a different verifier.
+
+    The draft's layers, output rows and KV cache use ``dtype``, which may differ from the verifier's: the
+    shared embedding's output is then cast on the way in.
+    """
     path = Path(path)
     raw = json.loads((path / "config.json").read_text())
     meta = raw.pop(CONFIG_KEY)
@@ -155,6 +187,7 @@ def _attach(draft: LlamaForCausalLM, verifier, vocab_index: torch.Tensor, state:
     missing = [k for k in missing if not k.startswith(("model.embed_tokens.", "lm_head."))]
     if missing or unexpected:
         raise SharedDraftError(f"draft weights do not match its config: missing {missing}, unexpected {unexpected}")
-    draft.model.embed_tokens = embedding
-    draft.lm_head = VocabSubsetHead(embedding.weight, vocab_index.to(embedding.weight.device))
+    dtype = next(iter(own.values())).dtype
+    draft.model.embed_tokens = embedding if embedding.weight.dtype == dtype else CastEmbedding(embedding, dtype)
+    draft.lm_head = VocabSubsetHead(embedding.weight, vocab_index.to(embedding.weight.device), dtype)
     draft.model.rotary_emb = LlamaRotaryEmbedding(draft.config).to(embedding.weight.device)

@@ -1,11 +1,14 @@
 """The pieces of the draft-distillation recipe that decide what the draft learns and how it is scored."""
 
+import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
 
 from engine.distill import (
+    STATS,
     DistillConfig,
     Sample,
     autocast,
@@ -14,7 +17,10 @@ from engine.distill import (
     distill_loss,
     parse_args,
     torch_dtype,
+    write_record,
 )
+
+COMMITTED = Path(__file__).resolve().parent.parent / "engine" / "assets" / "smol-draft"
 
 
 def sample(answer: list[int]) -> Sample:
@@ -85,3 +91,16 @@ def test_training_autocast_lowers_matmuls_only_when_asked():
         assert (a @ b).dtype == torch.bfloat16
     with autocast("float32"):
         assert (a @ b).dtype == torch.float32
+
+
+def test_the_card_states_the_measured_figures_and_its_own_directory_size(tmp_path):
+    stats = json.loads((COMMITTED / STATS).read_text())
+    stats["eval"] = {**stats["eval"], "acceptance_rate": 0.4321, "accepted": 4321, "drafted": 10000}
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 1000)
+    write_record(tmp_path, stats)
+    card = (tmp_path / "README.md").read_text()
+    assert "**0.432**" in card and "4,321 of 10,000 drafted tokens" in card
+    size = sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert f"| directory size | {size:,} bytes" in card
+    assert f"| `README.md` | {(tmp_path / 'README.md').stat().st_size:,} |" in card
+    assert json.loads((tmp_path / STATS).read_text())["eval"]["accepted"] == 4321

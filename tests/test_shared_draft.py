@@ -132,3 +132,50 @@ def test_sampled_second_token_follows_the_verifier_with_a_subset_draft(subset_pa
     assert second[np.setdiff1d(np.arange(257), SUBSET.numpy())].sum() > 0  # mass outside the subset is reached
     exact = second_token_marginal(subset_pair.verifier.model, prompt)
     assert merged_chisquare(second, exact) > 1e-3
+
+
+@pytest.fixture(scope="module")
+def saved_bf16_pair(verifier, tmp_path_factory):
+    root = tmp_path_factory.mktemp("bf16")
+    verifier.save_pretrained(root / "verifier")
+    tiny_tokenizer().save_pretrained(root / "verifier")
+    draft = draft_from_verifier(verifier, [0, 1], SUBSET)
+    save_shared_draft(draft, verifier, root / "draft", {"compute_dtype": "bfloat16"})
+    return str(root / "draft"), str(root / "verifier")
+
+
+def test_a_draft_runs_in_the_dtype_it_was_trained_in(saved_bf16_pair):
+    draft_dir, verifier_dir = saved_bf16_pair
+    pair = load_model_pair(draft_model=draft_dir, verifier_model=verifier_dir, device="cpu")
+    assert pair.verifier.dtype == torch.float32
+    assert pair.draft.dtype == torch.bfloat16
+    assert pair.draft.new_store(8).keys.dtype == torch.bfloat16
+    assert pair.describe()["draft_dtype"] == "bfloat16"
+    # the embedding table is still the verifier's own tensor, not a bfloat16 copy
+    assert pair.draft.model.model.embed_tokens.weight is pair.verifier.model.get_input_embeddings().weight
+    requests = [
+        Request(f"b{i}", pair.encode_prompt(p), SamplingParams(max_new_tokens=16, stop_token_ids=()))
+        for i, p in enumerate(["abc abc abc", "Hello there"])
+    ]
+    eng = make_engine("baseline", pair, EngineConfig(engine="baseline", controller=ControllerConfig(draft_len=3)))
+    try:
+        eng.generate(requests, timeout=120)
+    finally:
+        eng.stop()
+    for r in requests:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == hf_greedy(pair.verifier.model, r.prompt_token_ids, 16)
+    assert sum(r.accepted for r in requests) > 0
+    # --dtype names the dtype of both models
+    both = load_model_pair(draft_model=draft_dir, verifier_model=verifier_dir, device="cpu", dtype="float32")
+    assert both.draft.dtype == torch.float32
+
+
+def test_an_unknown_compute_dtype_is_one_clear_error(verifier, tmp_path):
+    verifier.save_pretrained(tmp_path / "verifier")
+    tiny_tokenizer().save_pretrained(tmp_path / "verifier")
+    save_shared_draft(
+        draft_from_verifier(verifier, [0], SUBSET), verifier, tmp_path / "draft", {"compute_dtype": "int8"}
+    )
+    with pytest.raises(ModelLoadError, match="unknown compute_dtype 'int8'"):
+        load_model_pair(draft_model=str(tmp_path / "draft"), verifier_model=str(tmp_path / "verifier"), device="cpu")
