@@ -15,7 +15,7 @@ import logging
 import sys
 import time
 
-from engine.config import CONTROLLERS, ENGINES, ControllerConfig, EngineConfig, SamplingParams
+from engine.config import CONTROLLERS, DTYPE_HELP, DTYPES, ENGINES, ControllerConfig, EngineConfig, SamplingParams
 from engine.models import ModelLoadError
 from engine.presets import PRESETS
 
@@ -26,6 +26,7 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft-model", default=None, help="draft model: hub id or local directory")
     parser.add_argument("--verifier-model", default=None, help="verifier model: hub id or local directory")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
+    parser.add_argument("--dtype", choices=DTYPES, default=None, help=DTYPE_HELP)
 
 
 def add_controller_args(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +76,7 @@ def generate(args: argparse.Namespace) -> dict:
         seed=args.seed,
     )
     config = EngineConfig(engine=args.engine, controller=controller_from_args(args))
-    pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device)
+    pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
     prompt_ids = pair.encode_prompt(args.prompt, raw=args.raw)
     engine = make_engine(args.engine, pair, config).start()
     start = time.perf_counter()

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 ENGINES = ("ar", "baseline", "pd", "pdv")
 CONTROLLERS = ("fixed", "feedback", "goodput")
+DTYPES = ("float32", "bfloat16", "float16")  # --dtype: one dtype for both models
+DTYPE_HELP = "one dtype for both models (default: float32 on the CPU, bfloat16 on CUDA; a distilled draft its own)"
 
 
 @dataclass(frozen=True)

@@ -217,7 +217,9 @@ def load_model_pair(
     if draft_model is not None and preset is not None:
         raise ModelLoadError("pass either a preset or --draft-model/--verifier-model, not both")
     dev = resolve_device(device)
-    torch_dtype = getattr(torch, dtype) if dtype else default_dtype(dev)
+    torch_dtype = getattr(torch, dtype, None) if dtype else default_dtype(dev)
+    if not isinstance(torch_dtype, torch.dtype) or not torch_dtype.is_floating_point:
+        raise ModelLoadError(f"dtype must be a floating-point torch dtype such as float32 or bfloat16, got {dtype!r}")
     try:
         chosen_backend()  # a bad PDV_CPU_LINEAR fails here, before any weights load
     except (ValueError, RuntimeError) as exc:

@@ -132,3 +132,15 @@ def test_cli_generate_works_for_every_engine_and_rejects_bad_flags(engine):
     assert len(json.loads(out.stdout)["token_ids"]) == 5
     bad = subprocess.run(cmd[:-3] + ["--max-new-tokens", "0"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "max_new_tokens must be >= 1" in bad.stderr
+
+
+def test_cli_dtype_sets_both_models_and_a_bad_one_is_one_error():
+    cmd = [sys.executable, "-m", "engine", "generate", "--preset", "tiny", "--prompt", "hi", "--max-new-tokens", "4"]
+    out = subprocess.run([*cmd, "--dtype", "bfloat16", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    models = json.loads(out.stdout)["models"]
+    assert (models["dtype"], models["draft_dtype"]) == ("bfloat16", "bfloat16")
+    bad = subprocess.run([*cmd, "--dtype", "float33"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "invalid choice: 'float33'" in bad.stderr
+    with pytest.raises(ModelLoadError, match="floating-point torch dtype"):
+        load_model_pair(preset="tiny", device="cpu", dtype="int8")

@@ -28,6 +28,7 @@ BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic
         (["--sample-hz", "1"], "--sample-hz must be >= 2"),
         (["--preset", "nope"], "unknown preset 'nope'"),
         (["--max-new-tokens", "abc"], "invalid int value"),
+        (["--dtype", "float33"], "invalid choice: 'float33'"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_message(args, message, tmp_path, capsys):

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from engine.config import CONTROLLERS, ENGINES, ControllerConfig, EngineConfig, SamplingParams
+from engine.config import CONTROLLERS, DTYPE_HELP, DTYPES, ENGINES, ControllerConfig, EngineConfig, SamplingParams
 from metrics.export import check_appendable, jsonable
 from metrics.summary import SLO, RunSummary
 from metrics.timeseries import DEFAULT_HZ
@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--draft-model")
     models.add_argument("--verifier-model")
     models.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    models.add_argument("--dtype", choices=DTYPES, default=None, help=DTYPE_HELP)
     eng = p.add_argument_group("engine")
     eng.add_argument("--controller", default="fixed", choices=CONTROLLERS)
     eng.add_argument("--draft-len", type=int, default=ControllerConfig.draft_len)
@@ -308,6 +309,7 @@ def replay_command(args: argparse.Namespace) -> int:
             draft_model=args.draft_model,
             verifier_model=args.verifier_model,
             device=args.device,
+            dtype=args.dtype,
         )
         trace = load_trace(dataset, pair, args.num_requests, args.seed, args.max_new_tokens)
     except (ValueError, FileNotFoundError) as exc:
