@@ -33,6 +33,13 @@ def onednn_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
+def cpu_has_bfloat16() -> bool:
+    """True when the CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX); else bfloat16 is emulated and slow."""
+    cpu = torch.cpu
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(cpu, name, lambda: False)() for name in checks)
+
+
 def chosen_backend() -> str:
     """``PDV_CPU_LINEAR`` if set (one clear error for a bad value), else oneDNN where PyTorch has it."""
     name = os.environ.get(ENV, "").strip().lower()

@@ -23,7 +23,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from engine.cpu_linear import chosen_backend
+from engine.cpu_linear import chosen_backend, cpu_has_bfloat16
 from engine.presets import DEFAULT_PRESET, ProgressFn, _noop, preset_paths
 from engine.runner import ModelRunner
 from engine.shared_draft import SharedDraftError, is_shared_draft, load_shared_draft, stored_compute_dtype
@@ -258,8 +258,7 @@ def load_model_pair(
         # no tokenizer or embedding of its own: it is checked against the verifier's embedding instead
         draft_tok = None
         try:
-            # it runs in the dtype it was trained in unless --dtype names one for both models
-            draft_dtype = (None if dtype else stored_compute_dtype(draft_name)) or torch_dtype
+            draft_dtype = _shared_draft_dtype(draft_name, dtype, torch_dtype, dev)
             draft = load_shared_draft(draft_name, verifier, draft_dtype, dev)
         except SharedDraftError as exc:
             raise ModelLoadError(str(exc)) from exc
@@ -271,6 +270,17 @@ def load_model_pair(
         draft = _from_pretrained(draft_name, torch_dtype, dev)
     progress("Models loaded", 1.0)
     return _pair(draft, verifier, tokenizer, draft_tok, dev, source)
+
+
+def _shared_draft_dtype(path: str, requested: str | None, default: torch.dtype, device: torch.device) -> torch.dtype:
+    """The dtype the draft was trained in, unless --dtype names one for both models or the CPU lacks bfloat16."""
+    own = None if requested else stored_compute_dtype(path)
+    if own is None:
+        return default
+    if own == torch.bfloat16 and device.type == "cpu" and not cpu_has_bfloat16():
+        log.info("this CPU has no bfloat16 instructions: the draft runs in %s instead", default)
+        return default
+    return own
 
 
 def _pair(draft, verifier, tokenizer, draft_tok, device, source) -> ModelPair:

@@ -144,7 +144,8 @@ def saved_bf16_pair(verifier, tmp_path_factory):
     return str(root / "draft"), str(root / "verifier")
 
 
-def test_a_draft_runs_in_the_dtype_it_was_trained_in(saved_bf16_pair):
+def test_a_draft_runs_in_the_dtype_it_was_trained_in(saved_bf16_pair, monkeypatch):
+    monkeypatch.setattr("engine.models.cpu_has_bfloat16", lambda: True)
     draft_dir, verifier_dir = saved_bf16_pair
     pair = load_model_pair(draft_model=draft_dir, verifier_model=verifier_dir, device="cpu")
     assert pair.verifier.dtype == torch.float32
@@ -169,6 +170,15 @@ def test_a_draft_runs_in_the_dtype_it_was_trained_in(saved_bf16_pair):
     # --dtype names the dtype of both models
     both = load_model_pair(draft_model=draft_dir, verifier_model=verifier_dir, device="cpu", dtype="float32")
     assert both.draft.dtype == torch.float32
+
+
+def test_a_cpu_without_bfloat16_runs_the_draft_in_float32(saved_bf16_pair, monkeypatch, caplog):
+    monkeypatch.setattr("engine.models.cpu_has_bfloat16", lambda: False)
+    draft_dir, verifier_dir = saved_bf16_pair
+    with caplog.at_level("INFO", logger="engine.models"):
+        pair = load_model_pair(draft_model=draft_dir, verifier_model=verifier_dir, device="cpu")
+    assert pair.draft.dtype == torch.float32
+    assert "no bfloat16 instructions" in caplog.text
 
 
 def test_an_unknown_compute_dtype_is_one_clear_error(verifier, tmp_path):
