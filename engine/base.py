@@ -284,8 +284,11 @@ class Engine(ABC):
         emitted = sum(s.request.num_output_tokens for s in block.seqs)
         self._count(tokens=emitted - block.emitted_before, drafted=drafted, accepted=accepted)
         if self.speculative:
+            cut = sum(s.request.steps[-1].accepted < n for s, n in zip(block.seqs, block.lens, strict=True))
             self.controller.observe(
-                StepObservation(len(block.seqs), max(block.lens, default=0), drafted, accepted, block.draft_s, verify_s)
+                StepObservation(
+                    len(block.seqs), max(block.lens, default=0), drafted, accepted, block.draft_s, verify_s, cut
+                )
             )
         self._retire(finished)
         return [s for s in block.seqs if not s.finished]

@@ -1,5 +1,7 @@
 """Draft-length controller rules on synthetic inputs."""
 
+import random
+
 import pytest
 
 from engine.config import ControllerConfig
@@ -9,9 +11,24 @@ CALM = LoadSignals(verify_queue=0, decode_p95_ms=10.0, batch_size=4)
 
 
 def feed(ctrl, rate, steps=20, draft_len=4, batch=4, draft_s=0.01, verify_s=0.05):
+    """Every sequence accepts round(rate * L) of its L drafted tokens; fewer than L means a rejection."""
     for _ in range(steps):
-        drafted = draft_len * batch
-        ctrl.observe(StepObservation(batch, draft_len, drafted, round(rate * drafted), draft_s, verify_s))
+        kept = round(rate * draft_len)
+        cut = batch if kept < draft_len else 0
+        ctrl.observe(StepObservation(batch, draft_len, draft_len * batch, kept * batch, draft_s, verify_s, cut))
+
+
+def feed_geometric(ctrl, alpha, steps, draft_len, batch, draft_s, verify_s, rng):
+    """Sequences accept each drafted token with probability ``alpha`` until the first rejection."""
+    for _ in range(steps):
+        accepted = cut = 0
+        for _ in range(batch):
+            kept = 0
+            while kept < draft_len and rng.random() < alpha:
+                kept += 1
+            accepted += kept
+            cut += kept < draft_len
+        ctrl.observe(StepObservation(batch, draft_len, draft_len * batch, accepted, draft_s, verify_s, cut))
 
 
 def test_fixed_never_changes():
@@ -89,3 +106,23 @@ def test_goodput_probes_again_after_running_without_speculation():
     other_batch = LoadSignals(verify_queue=0, decode_p95_ms=0, batch_size=16)  # no cost samples here
     lengths = [ctrl.next_length(other_batch) for _ in range(ctrl.PROBE_EVERY)]
     assert lengths[-1] == 1 and "probing" in ctrl.changes[-1].reason
+
+
+def test_goodput_estimates_the_per_token_acceptance_not_accepted_over_drafted():
+    ctrl = make_controller(ControllerConfig(kind="goodput", draft_len=4, max_len=8))
+    rng = random.Random(0)
+    feed_geometric(ctrl, 0.5, steps=200, draft_len=4, batch=8, draft_s=0.8, verify_s=1.0, rng=rng)
+    # accepted / drafted is (a + a^2 + a^3 + a^4) / 4 = 0.23 at a = 0.5; the per-token estimate recovers a
+    assert ctrl.acceptance == pytest.approx(0.234, abs=0.06)
+    assert ctrl.token_acceptance == pytest.approx(0.5, abs=0.08)
+
+
+def test_goodput_speculates_when_per_token_acceptance_pays_even_if_accepted_over_drafted_is_low():
+    # a draft position costs 0.3 and a verify step 1.0. At a = 0.5, L = 1 yields 1.5 tokens for 1.3
+    # (1.15 per unit) against 1.0 without drafting; reading accepted / drafted (0.23 at L = 4) as a would
+    # give 1.23 / 1.3 = 0.95 and switch speculation off.
+    ctrl = make_controller(ControllerConfig(kind="goodput", draft_len=4, max_len=8))
+    feed_geometric(ctrl, 0.5, steps=200, draft_len=4, batch=8, draft_s=1.2, verify_s=1.0, rng=random.Random(1))
+    assert ctrl.token_acceptance == pytest.approx(0.5, abs=0.1)
+    assert ctrl.next_length(CALM) == 1
+    assert "per-token acceptance" in ctrl.changes[-1].reason

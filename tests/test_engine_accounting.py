@@ -104,3 +104,22 @@ def test_a_failing_forward_fails_its_requests_and_the_engine_keeps_serving(tiny_
     assert first.status == "failed" and "simulated device error" in first.error
     assert first.output_token_ids  # what it produced before failing is kept
     assert second.status == "ok"
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pdv"])
+def test_the_controller_sees_every_rejection_the_requests_record(tiny_pair, engine):
+    eng = make_engine(engine, tiny_pair, EngineConfig(engine=engine))
+    seen = []
+    observe = eng.controller.observe
+    eng.controller.observe = lambda obs: (seen.append(obs), observe(obs))
+    requests = [
+        Request(f"r{i}", tiny_pair.encode_prompt(p), SamplingParams(max_new_tokens=24, stop_token_ids=()))
+        for i, p in enumerate(["the cat sat", "hello world", "zzzz", "a b c d"])
+    ]
+    try:
+        eng.generate(requests, timeout=120)
+    finally:
+        eng.stop()
+    steps = [s for r in requests for s in r.steps]
+    assert sum(o.rejected for o in seen) == sum(s.accepted < s.draft_len for s in steps) > 0
+    assert sum(o.accepted for o in seen) == sum(s.accepted for s in steps)
