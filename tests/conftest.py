@@ -58,3 +58,33 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def greedy_run_matches_verifier(
+    pair: ModelPair,
+    engine: str,
+    prompts: list[str],
+    max_new_tokens: int,
+    config=None,
+    stop: bool = False,
+    timeout: float = 120,
+) -> list:
+    """Run ``prompts`` greedily through ``engine`` and check each output against the verifier's own ``generate``.
+
+    ``stop=False`` runs without stop tokens on both sides. Returns the finished requests.
+    """
+    from engine.base import make_engine
+    from engine.config import SamplingParams
+    from engine.request import Request
+
+    params = SamplingParams(max_new_tokens=max_new_tokens, **({} if stop else {"stop_token_ids": ()}))
+    requests = [Request(f"g{i}", pair.encode_prompt(p), params) for i, p in enumerate(prompts)]
+    eng = make_engine(engine, pair, config)
+    try:
+        eng.generate(requests, timeout=timeout)
+    finally:
+        eng.stop()
+    for r in requests:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == hf_greedy(pair.verifier.model, r.prompt_token_ids, max_new_tokens, stop=stop)
+    return requests

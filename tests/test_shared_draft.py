@@ -6,10 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.base import make_engine
-from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.config import ControllerConfig, EngineConfig
 from engine.models import ModelLoadError, _pair, load_model_pair, tiny_models, tiny_tokenizer
-from engine.request import Request
 from engine.shared_draft import (
     SharedDraftError,
     draft_from_verifier,
@@ -18,7 +16,7 @@ from engine.shared_draft import (
     load_shared_draft,
     save_shared_draft,
 )
-from tests.conftest import hf_greedy
+from tests.conftest import greedy_run_matches_verifier
 from tests.test_engine_sampling import merged_chisquare, sampled_second_tokens, second_token_marginal
 
 # the tiny vocabulary is 256 bytes + <eos>; the draft may propose lowercase letters, space and <eos> only
@@ -108,21 +106,10 @@ def test_load_model_pair_takes_a_shared_draft_directory(verifier, tmp_path):
 
 @pytest.mark.parametrize("engine", ["baseline", "pdv"])
 def test_greedy_output_is_the_verifiers_even_for_tokens_the_draft_cannot_propose(subset_pair, engine):
-    prompts = ["Hello, World! 123", "zzz", "UPPER case"]
-    requests = [
-        Request(f"g{i}", subset_pair.encode_prompt(p), SamplingParams(max_new_tokens=20, stop_token_ids=()))
-        for i, p in enumerate(prompts)
-    ]
-    eng = make_engine(engine, subset_pair, EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3)))
-    try:
-        eng.generate(requests, timeout=120)
-    finally:
-        eng.stop()
+    config = EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3))
+    requests = greedy_run_matches_verifier(subset_pair, engine, ["Hello, World! 123", "zzz", "UPPER case"], 20, config)
     outputs = [t for r in requests for t in r.output_token_ids]
     assert any(t not in SUBSET.tolist() for t in outputs)  # the verifier did emit tokens outside the subset
-    for r in requests:
-        assert r.status == "ok", r.error
-        assert r.output_token_ids == hf_greedy(subset_pair.verifier.model, r.prompt_token_ids, 20)
     assert sum(r.drafted for r in requests) > 0
 
 
@@ -154,18 +141,8 @@ def test_a_draft_runs_in_the_dtype_it_was_trained_in(saved_bf16_pair, monkeypatc
     assert pair.describe()["draft_dtype"] == "bfloat16"
     # the embedding table is still the verifier's own tensor, not a bfloat16 copy
     assert pair.draft.model.model.embed_tokens.weight is pair.verifier.model.get_input_embeddings().weight
-    requests = [
-        Request(f"b{i}", pair.encode_prompt(p), SamplingParams(max_new_tokens=16, stop_token_ids=()))
-        for i, p in enumerate(["abc abc abc", "Hello there"])
-    ]
-    eng = make_engine("baseline", pair, EngineConfig(engine="baseline", controller=ControllerConfig(draft_len=3)))
-    try:
-        eng.generate(requests, timeout=120)
-    finally:
-        eng.stop()
-    for r in requests:
-        assert r.status == "ok", r.error
-        assert r.output_token_ids == hf_greedy(pair.verifier.model, r.prompt_token_ids, 16)
+    config = EngineConfig(engine="baseline", controller=ControllerConfig(draft_len=3))
+    requests = greedy_run_matches_verifier(pair, "baseline", ["abc abc abc", "Hello there"], 16, config)
     assert sum(r.accepted for r in requests) > 0
     # --dtype names the dtype of both models
     both = load_model_pair(draft_model=draft_dir, verifier_model=verifier_dir, device="cpu", dtype="float32")

