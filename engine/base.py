@@ -276,8 +276,9 @@ class Engine(ABC):
     def _verify(self, block: DraftBlock) -> list[Sequence]:
         """Verify and accept a block; returns the sequences still running."""
         start = time.perf_counter()
-        target = verify_block(self.pair.verifier, block)
-        finished = accept_block(block, target, record_steps=self.speculative)
+        reads = self.speculative and self.pair.draft.takes_features
+        target, hidden = verify_block(self.pair.verifier, block, with_hidden=reads)
+        finished = accept_block(block, target, hidden, record_steps=self.speculative)
         verify_s = time.perf_counter() - start
         drafted = sum(block.lens)
         accepted = sum(s.request.steps[-1].accepted for s in block.seqs) if self.speculative else 0

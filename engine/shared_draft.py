@@ -33,7 +33,12 @@ from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
+from engine.feature_draft import FeatureDraft
+
 CONFIG_KEY = "pdv_draft"
+READS_KEY = "reads"  # in the pdv_draft entry: "verifier_hidden" for a FeatureDraft
+READS_HIDDEN = "verifier_hidden"
+OWN_PREFIXES = ("model.layers.", "model.norm.", "fc.")
 INDEX_KEY = "lm_head.vocab_index"
 WEIGHTS = "model.safetensors"
 
@@ -125,6 +130,36 @@ def draft_from_verifier(verifier: LlamaForCausalLM, layers: list[int], vocab_ind
     return draft
 
 
+def feature_draft_from_verifier(
+    verifier: LlamaForCausalLM, vocab_index: torch.Tensor, num_layers: int = 1
+) -> FeatureDraft:
+    """A new ``FeatureDraft`` for ``verifier``: random layers and input projection, the verifier's final norm.
+
+    Random initialisation uses the verifier's ``initializer_range`` (seed it first for a reproducible draft).
+    """
+    vcfg = verifier.config
+    config = LlamaConfig(**{**vcfg.to_dict(), "num_hidden_layers": num_layers, "tie_word_embeddings": False})
+    config.layer_types = None
+    setattr(config, CONFIG_KEY, {})
+    std = vcfg.initializer_range
+    shapes = {k: v.shape for k, v in _empty(config, FeatureDraft).state_dict().items()}
+    state = {}
+    for name, shape in shapes.items():
+        if not name.startswith(OWN_PREFIXES):
+            continue
+        if name == "model.norm.weight":
+            state[name] = verifier.model.norm.weight.detach().float().clone()
+        elif name.endswith("norm.weight"):
+            state[name] = torch.ones(shape)
+        elif name.endswith(".bias"):
+            state[name] = torch.zeros(shape)
+        else:
+            state[name] = torch.randn(shape) * std
+    draft = _empty(config, FeatureDraft)
+    _attach(draft, verifier, vocab_index, state)
+    return draft
+
+
 def save_shared_draft(draft: LlamaForCausalLM, verifier: LlamaForCausalLM, out: Path, extra: dict) -> None:
     """Write the draft's own weights (bfloat16) and a config naming the verifier embedding it needs."""
     out.mkdir(parents=True, exist_ok=True)
@@ -132,13 +167,14 @@ def save_shared_draft(draft: LlamaForCausalLM, verifier: LlamaForCausalLM, out: 
     state = {
         k: v.detach().to(torch.bfloat16).contiguous()
         for k, v in draft.state_dict().items()
-        if k.startswith(("model.layers.", "model.norm."))
+        if k.startswith(OWN_PREFIXES)
     }
     state[INDEX_KEY] = head.vocab_index.to(torch.int32).cpu()
     save_file(state, str(out / WEIGHTS), metadata={"format": "pt"})
     config = draft.config.to_dict()
     config[CONFIG_KEY] = {
         **extra,
+        **({READS_KEY: READS_HIDDEN} if isinstance(draft, FeatureDraft) else {}),
         "embeddings": "verifier",
         "vocab_subset": int(head.vocab_index.numel()),
         "verifier_embedding_sha256": embedding_fingerprint(verifier.get_input_embeddings().weight),
@@ -169,20 +205,23 @@ def load_shared_draft(
     setattr(config, CONFIG_KEY, meta)
     state = load_file(str(path / WEIGHTS))
     index = state.pop(INDEX_KEY).long()
-    draft = _empty(config)
+    reads = meta.get(READS_KEY)
+    if reads not in (None, READS_HIDDEN):
+        raise SharedDraftError(f"draft {path} reads {reads!r}; this version knows only {READS_HIDDEN!r}")
+    draft = _empty(config, FeatureDraft if reads == READS_HIDDEN else LlamaForCausalLM)
     _attach(draft, verifier, index, {k: v.to(device, dtype) for k, v in state.items()})
     return draft.eval()
 
 
-def _empty(config: LlamaConfig) -> LlamaForCausalLM:
+def _empty(config: LlamaConfig, cls: type[LlamaForCausalLM] = LlamaForCausalLM) -> LlamaForCausalLM:
     with torch.device("meta"):
-        return LlamaForCausalLM(config)
+        return cls(config)
 
 
 def _attach(draft: LlamaForCausalLM, verifier, vocab_index: torch.Tensor, state: dict[str, torch.Tensor]) -> None:
     """Fill a meta-device draft: own weights from ``state``, embeddings from the verifier."""
     embedding = verifier.get_input_embeddings()
-    own = {k: v for k, v in state.items() if k.startswith(("model.layers.", "model.norm."))}
+    own = {k: v for k, v in state.items() if k.startswith(OWN_PREFIXES)}
     missing, unexpected = draft.load_state_dict(own, strict=False, assign=True)
     missing = [k for k in missing if not k.startswith(("model.embed_tokens.", "lm_head."))]
     if missing or unexpected:

@@ -72,10 +72,16 @@ def prefill_chunk(
     completes = [seq.prefilled + n == seq.prompt_len for seq, n in chosen]
     ends = _keep_last(counts, verifier.device)
     keep = ends[torch.tensor(completes, device=verifier.device)]
-    logits = verifier.forward([seq.verifier_kv for seq, _ in chosen], ids, counts, keep)
+    stores = [seq.verifier_kv for seq, _ in chosen]
+    reads = draft is not None and draft.takes_features
+    if reads:
+        logits, hidden = verifier.forward(stores, ids, counts, keep, with_hidden=True)
+    else:
+        logits = verifier.forward(stores, ids, counts, keep)
     if draft is not None:
         # the draft's logits at the prompt end are never used: its first proposal follows the first token
-        draft.forward([seq.draft_kv for seq, _ in chosen], ids, counts, keep[:0])
+        features = _prompt_features(chosen, hidden) if reads else None
+        draft.forward([seq.draft_kv for seq, _ in chosen], ids, counts, keep[:0], features=features)
     for seq, n in chosen:
         seq.prefilled += n
 
@@ -86,9 +92,25 @@ def prefill_chunk(
         for seq, token in zip(done, first, strict=True):
             seq.pending = token
             seq.draft_pending = [token]
+            seq.draft_features, seq.prompt_feature = seq.prompt_feature, None
             emitted, reason = _finish_reason(seq, [token])
             seq.request.emit(emitted, [TokenKind.FIRST], reason)
     return done
+
+
+def _prompt_features(chosen: list[tuple[Sequence, int]], hidden: torch.Tensor) -> torch.Tensor:
+    """What a feature-reading draft reads at each prompt token: the verifier's hidden state one position back.
+
+    The first prompt token reads zeros. Mutates: ``prompt_feature`` (the hidden
+    state the next chunk's first token, or the first generated token, reads).
+    """
+    parts, start = [], 0
+    for seq, n in chosen:
+        before = seq.prompt_feature if seq.prompt_feature is not None else hidden.new_zeros(1, hidden.shape[-1])
+        parts += [before, hidden[start : start + n - 1]]
+        seq.prompt_feature = hidden[start + n - 1 : start + n]
+        start += n
+    return torch.cat(parts)
 
 
 # --------------------------------------------------------------------------
@@ -120,26 +142,42 @@ def draft_lengths(seqs: list[Sequence], draft_len: int) -> list[int]:
 def draft_block(draft: ModelRunner | None, seqs: list[Sequence], lens: list[int], rows: SamplingRows) -> DraftBlock:
     """Run the draft autoregressively: max(lens) batched forwards, one per draft position.
 
-    Tokens stay on the device between positions (no host sync). Mutates: the
-    draft caches and ``draft_pending`` of rows with lens > 0.
+    Tokens stay on the device between positions (no host sync). A draft that
+    reads hidden states reads the verifier's for the pending tokens and its own
+    from the previous position after that. Mutates: the draft caches,
+    ``draft_pending`` and ``draft_features`` of rows with lens > 0.
     """
     batch, width = len(seqs), max(lens, default=0)
     device = rows.temperature.device
     vocab = draft.vocab_size if draft is not None else 0
+    reads = draft is not None and draft.takes_features
     tokens = torch.zeros(batch, width, dtype=torch.long, device=device)
     probs = torch.zeros(batch, width, vocab, device=device)
+    own = torch.zeros(batch, draft.hidden_size if reads else 0, device=device)  # last hidden state per row
     fed = [list(seq.draft_pending) if n > 0 else [] for seq, n in zip(seqs, lens, strict=True)]
     before = [seq.draft_kv.length if seq.draft_kv is not None else 0 for seq in seqs]
     for k in range(width):
         active = [b for b in range(batch) if lens[b] > k]
         index = torch.tensor(active, device=device)
+        features = None
         if k == 0:
             counts = [len(fed[b]) for b in active]
             ids = torch.tensor([t for b in active for t in fed[b]], device=device)
+            if reads:
+                features = torch.cat([seqs[b].draft_features for b in active])
         else:
             counts = [1] * len(active)
             ids = tokens[index, k - 1]
-        logits = draft.forward([seqs[b].draft_kv for b in active], ids, counts, _keep_last(counts, device))
+            if reads:
+                features = own[index]
+        last = _keep_last(counts, device)
+        stores = [seqs[b].draft_kv for b in active]
+        if reads:
+            logits, hidden = draft.forward(stores, ids, counts, last, features=features, with_hidden=True)
+            own = own.to(hidden.dtype)
+            own[index] = hidden[last]
+        else:
+            logits = draft.forward(stores, ids, counts, last)
         sub = rows if len(active) == batch else rows.select(active)
         p = probabilities(logits, sub)
         tokens[index, k] = sample(p, sub)
@@ -147,6 +185,7 @@ def draft_block(draft: ModelRunner | None, seqs: list[Sequence], lens: list[int]
     for seq, n in zip(seqs, lens, strict=True):
         if n > 0:
             seq.draft_pending = []
+            seq.draft_features = None
     emitted = sum(seq.request.num_output_tokens for seq in seqs)
     return DraftBlock(seqs, rows, lens, tokens, probs, fed, before, emitted_before=emitted)
 
@@ -156,11 +195,15 @@ def draft_block(draft: ModelRunner | None, seqs: list[Sequence], lens: list[int]
 # --------------------------------------------------------------------------
 
 
-def verify_block(verifier: ModelRunner, block: DraftBlock) -> torch.Tensor:
+def verify_block(
+    verifier: ModelRunner, block: DraftBlock, with_hidden: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One verifier forward over [pending, d_1..d_L] of every row.
 
-    Returns the verifier distributions [B, Lmax+1, V] (zero beyond lens[b]+1).
-    Mutates: the verifier caches (rolled back by ``accept_block``).
+    Returns the verifier distributions [B, Lmax+1, V] (zero beyond lens[b]+1)
+    and, ``with_hidden``, its final hidden states at the same places [B, Lmax+1, H]
+    (for a draft that reads them), else None. Mutates: the verifier caches
+    (rolled back by ``accept_block``).
     """
     batch, width = block.tokens.shape
     device = block.tokens.device
@@ -168,22 +211,37 @@ def verify_block(verifier: ModelRunner, block: DraftBlock) -> torch.Tensor:
     grid = torch.cat([pending, block.tokens], dim=1).view(-1)  # [B * (Lmax+1)]
     counts = [n + 1 for n in block.lens]
     flat = torch.tensor([b * (width + 1) + j for b, n in enumerate(counts) for j in range(n)], device=device)
-    logits = verifier.forward(
-        [seq.verifier_kv for seq in block.seqs], grid[flat], counts, torch.arange(flat.shape[0], device=device)
+    out = verifier.forward(
+        [seq.verifier_kv for seq in block.seqs],
+        grid[flat],
+        counts,
+        torch.arange(flat.shape[0], device=device),
+        with_hidden=with_hidden,
     )
+    logits, hidden = out if with_hidden else (out, None)
     row_of_token = [b for b, n in enumerate(counts) for _ in range(n)]
     p = probabilities(logits, block.rows.select(row_of_token))
     target = torch.zeros(batch * (width + 1), p.shape[-1], device=device)
     target[flat] = p
-    return target.view(batch, width + 1, -1)
+    if hidden is not None:
+        grid_hidden = hidden.new_zeros(batch * (width + 1), hidden.shape[-1])
+        grid_hidden[flat] = hidden
+        hidden = grid_hidden.view(batch, width + 1, -1)
+    return target.view(batch, width + 1, -1), hidden
 
 
-def accept_block(block: DraftBlock, target: torch.Tensor, record_steps: bool = True) -> list[Sequence]:
+def accept_block(
+    block: DraftBlock, target: torch.Tensor, hidden: torch.Tensor | None = None, record_steps: bool = True
+) -> list[Sequence]:
     """Apply the acceptance rule, emit tokens, roll back rejected positions.
 
+    ``hidden`` is ``verify_block``'s hidden states when the draft reads them:
+    the draft then forgets every position it computed from its own predicted
+    hidden states and re-reads the kept tokens with the verifier's.
     Mutates: every row's caches (truncated to the kept tokens), ``pending``,
-    ``draft_pending`` and request (tokens, times, kinds, a ``StepRecord`` when
-    ``record_steps``). Returns the sequences that finished in this step.
+    ``draft_pending``, ``draft_features`` and request (tokens, times, kinds, a
+    ``StepRecord`` when ``record_steps``). Returns the sequences that finished
+    in this step.
     """
     device = block.tokens.device
     lens = torch.tensor(block.lens, device=device)
@@ -202,7 +260,15 @@ def accept_block(block: DraftBlock, target: torch.Tensor, record_steps: bool = T
             last_kind = TokenKind.BONUS if n == drafted else TokenKind.CORRECTION
         # verifier cache holds [.., pending, d_1..d_L]; keep [.., pending, d_1..d_n]
         seq.verifier_kv.truncate(seq.verifier_kv.length - (drafted - n))
-        if seq.draft_kv is not None:
+        if seq.draft_kv is not None and hidden is not None:
+            # hidden[b, j] is the verifier's at [pending, d_1..d_n][j]: what the token after it reads
+            if drafted > 0:
+                seq.draft_kv.truncate(block.draft_len_before[b] + len(block.fed[b]))
+                seq.draft_pending, seq.draft_features = kept + [nxt], hidden[b, : n + 1]
+            else:
+                seq.draft_pending.append(nxt)
+                seq.draft_features = torch.cat([seq.draft_features, hidden[b, :1]])
+        elif seq.draft_kv is not None:
             if drafted > 0:
                 # draft cache got fed + d_1..d_{L-1}; keep what is still on the accepted path
                 context = block.fed[b] + kept + [nxt]
