@@ -55,6 +55,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from engine.feature_draft import unrolled_hidden
+
 log = logging.getLogger("engine.distill")
 
 CARD = "README.md"
@@ -68,7 +70,9 @@ class DistillConfig:
     """Everything that determines the trained weights; defaults reproduce the committed draft."""
 
     seed: int = 0
-    layers: str = "0,1,28,29"  # verifier layers the draft starts from, in order
+    draft_layers: int = 0  # decoder layers after the draft's MLP
+    mlp_size: int = 2048  # inner width of the draft's MLP
+    depth: int = 3  # proposals per block the training view unrolls
     vocab_subset: int = 16384  # tokens the draft can propose
     train_prompts: int = 2304
     eval_prompts: int = 48
@@ -83,10 +87,11 @@ class DistillConfig:
     warmup_steps: int = 30
     weight_decay: float = 0.0
     ce_weight: float = 0.5
+    hidden_weight: float = 1.0  # smooth-L1 loss on the predicted hidden state, relative to the token loss
     real_replies: int = 512
     max_real_tokens: int = 256
     draft_len: int = 4
-    minutes: float = 55.0
+    minutes: float = 45.0
     threads: int = 2
     teacher_dtype: str = "bfloat16"  # verifier copy that writes the training targets (eval answers: float32)
     train_dtype: str = "bfloat16"  # autocast dtype of the student's training forwards
@@ -100,6 +105,7 @@ class Sample:
     answer_ids: torch.Tensor  # [G] int64, the verifier's greedy tokens (ends with eos if reached)
     topk_ids: torch.Tensor  # [G, k] int32
     topk_logp: torch.Tensor  # [G, k] float16, teacher log-probabilities
+    features: torch.Tensor  # [P + G - 1, H] bfloat16, the verifier's final hidden states (all but the last token)
 
 
 # --------------------------------------------------------------------------
@@ -182,53 +188,85 @@ def generate_samples(
     bar = tqdm(total=len(prompts), desc=desc, unit="prompt", mininterval=5)
     start = time.perf_counter()
     new_tokens = 0
-    for b in range(0, len(order), cfg.gen_batch):
-        idx = order[b : b + cfg.gen_batch]
-        width = max(len(prompts[i]) for i in idx)
-        input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for row, i in enumerate(idx):
-            ids = prompts[i]
-            input_ids[row, width - len(ids) :] = torch.tensor(ids)
-            mask[row, width - len(ids) :] = 1
-        gen = model.generate(
-            input_ids=input_ids,
-            attention_mask=mask,
-            max_new_tokens=cfg.max_new_tokens,
-            do_sample=False,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=pad_id,
-            eos_token_id=eos_id,
-        )
-        answers = gen.sequences[:, width:]
-        logp = torch.stack(gen.logits, dim=1).float().log_softmax(-1)  # [B, G, V]
-        top_logp, top_ids = logp.topk(cfg.top_k, dim=-1)
-        del logp, gen
-        for row, i in enumerate(idx):
-            seq = answers[row]
-            eos_at = (seq == eos_id).nonzero()
-            length = int(eos_at[0]) + 1 if len(eos_at) else len(seq)
-            out[i] = Sample(
-                prompt_ids=torch.tensor(prompts[i], dtype=torch.long),
-                answer_ids=seq[:length].clone(),
-                topk_ids=top_ids[row, :length].to(torch.int32).clone(),
-                topk_logp=top_logp[row, :length].to(torch.float16).clone(),
+    # the final norm's output of every decoding step is the hidden state the draft learns to read and predict
+    finals: list[torch.Tensor] = []
+    hook = model.model.norm.register_forward_hook(lambda m, i, o: finals.append(o.to(torch.bfloat16)))
+    try:
+        for b in range(0, len(order), cfg.gen_batch):
+            finals.clear()
+            new_tokens += _generate_batch(
+                model, prompts, order[b : b + cfg.gen_batch], cfg, eos_id, pad_id, finals, out
             )
-            new_tokens += length
-        bar.update(len(idx))
-        elapsed = time.perf_counter() - start
-        bar.set_postfix(tok_s=f"{new_tokens / elapsed:.0f}")
-        log.info(
-            "%s: %d/%d prompts, %d answer tokens, %.0f tok/s",
-            desc,
-            b + len(idx),
-            len(prompts),
-            new_tokens,
-            new_tokens / elapsed,
-        )
+            bar.update(min(cfg.gen_batch, len(order) - b))
+            elapsed = time.perf_counter() - start
+            bar.set_postfix(tok_s=f"{new_tokens / elapsed:.0f}")
+            log.info(
+                "%s: %d/%d prompts, %d answer tokens, %.0f tok/s",
+                desc,
+                bar.n,
+                len(prompts),
+                new_tokens,
+                new_tokens / elapsed,
+            )
+    finally:
+        hook.remove()
     bar.close()
     return [s for s in out if s is not None]
+
+
+def _generate_batch(
+    model,
+    prompts: Sequence[list[int]],
+    idx: list[int],
+    cfg: DistillConfig,
+    eos_id: int,
+    pad_id: int,
+    finals: list[torch.Tensor],
+    out: list[Sample | None],
+) -> int:
+    """Generate one left-padded batch; fills ``out`` at ``idx`` and returns the answer tokens made.
+
+    ``finals`` receives the final norm's output of each forward: the prompt
+    pass [B, width, H], then one [B, 1, H] per answer token fed back in.
+    """
+    width = max(len(prompts[i]) for i in idx)
+    input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(idx), width), dtype=torch.long)
+    for row, i in enumerate(idx):
+        ids = prompts[i]
+        input_ids[row, width - len(ids) :] = torch.tensor(ids)
+        mask[row, width - len(ids) :] = 1
+    gen = model.generate(
+        input_ids=input_ids,
+        attention_mask=mask,
+        max_new_tokens=cfg.max_new_tokens,
+        do_sample=False,
+        output_logits=True,
+        return_dict_in_generate=True,
+        pad_token_id=pad_id,
+        eos_token_id=eos_id,
+    )
+    answers = gen.sequences[:, width:]
+    logp = torch.stack(gen.logits, dim=1).float().log_softmax(-1)  # [B, G, V]
+    top_logp, top_ids = logp.topk(cfg.top_k, dim=-1)
+    del logp, gen
+    steps = torch.cat(finals[1:], dim=1) if len(finals) > 1 else finals[0][:, :0]  # [B, G - 1, H]
+    new_tokens = 0
+    for row, i in enumerate(idx):
+        seq = answers[row]
+        eos_at = (seq == eos_id).nonzero()
+        length = int(eos_at[0]) + 1 if len(eos_at) else len(seq)
+        prompt_len = len(prompts[i])
+        features = torch.cat([finals[0][row, width - prompt_len :], steps[row, : length - 1]])
+        out[i] = Sample(
+            prompt_ids=torch.tensor(prompts[i], dtype=torch.long),
+            answer_ids=seq[:length].clone(),
+            topk_ids=top_ids[row, :length].to(torch.int32).clone(),
+            topk_logp=top_logp[row, :length].to(torch.float16).clone(),
+            features=features.clone(),
+        )
+        new_tokens += length
+    return new_tokens
 
 
 @torch.inference_mode()
@@ -270,6 +308,7 @@ def teacher_targets(
                 answer_ids=torch.tensor(reply, dtype=torch.long),
                 topk_ids=top_ids.to(torch.int32),
                 topk_logp=top_logp.to(torch.float16),
+                features=hidden[row, : len(prompt) + len(reply) - 1].to(torch.bfloat16).clone(),
             )
             done_tokens += len(prompt) + len(reply)
         bar.update(len(idx))
@@ -310,18 +349,11 @@ def choose_vocabulary(
 
 
 def build_student(verifier, cfg: DistillConfig, vocab_index: torch.Tensor):
-    """Copies of some verifier layers on the verifier's (frozen, shared) embeddings."""
-    from engine.shared_draft import draft_from_verifier
+    """A new draft that reads the verifier's hidden states, on its (frozen, shared) embeddings and output rows."""
+    from engine.shared_draft import feature_draft_from_verifier
 
     verifier.get_input_embeddings().weight.requires_grad_(False)
-    return draft_from_verifier(verifier, parse_layers(cfg.layers), vocab_index)
-
-
-def parse_layers(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",")]
-    except ValueError as exc:
-        raise SystemExit(f"--layers takes comma-separated layer indices, got {text!r}") from exc
+    return feature_draft_from_verifier(verifier, vocab_index, cfg.draft_layers, cfg.mlp_size)
 
 
 def distill_loss(
@@ -364,22 +396,24 @@ def make_batches(samples: Sequence[Sample], batch_tokens: int, rng: random.Rando
 
 
 def collate(samples: Sequence[Sample], pad_id: int) -> tuple[torch.Tensor, ...]:
-    """Right-padded inputs plus flat indices of the positions that predict answer tokens."""
+    """Right-padded inputs and verifier hidden states, plus flat indices of the positions that predict answer tokens."""
     lengths = [len(s.prompt_ids) + len(s.answer_ids) for s in samples]
     width = max(lengths)
     ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(samples), width), dtype=torch.long)
+    features = torch.zeros((len(samples), width, samples[0].features.shape[-1]), dtype=samples[0].features.dtype)
     positions, tk_ids, tk_logp = [], [], []
     for row, s in enumerate(samples):
         seq = torch.cat([s.prompt_ids, s.answer_ids])
         ids[row, : len(seq)] = seq
         mask[row, : len(seq)] = 1
+        features[row, : len(s.features)] = s.features
         p = len(s.prompt_ids)
         # position t predicts token t+1: answer token j is predicted at p - 1 + j
         positions.append(row * width + torch.arange(p - 1, p - 1 + len(s.answer_ids)))
         tk_ids.append(s.topk_ids)
         tk_logp.append(s.topk_logp)
-    return ids, mask, torch.cat(positions), torch.cat(tk_ids), torch.cat(tk_logp)
+    return ids, features, torch.cat(positions), torch.cat(tk_ids), torch.cat(tk_logp)
 
 
 def lr_at(step: int, total: int, cfg: DistillConfig, time_progress: float = 0.0) -> float:
@@ -441,16 +475,24 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
             if time.monotonic() > deadline:
                 stopped_early = True
                 break
-            ids, mask, positions, tk_ids, tk_logp = collate([samples[i] for i in batch], pad_id)
+            ids, features, positions, tk_ids, tk_logp = collate([samples[i] for i in batch], pad_id)
             time_progress = (time.monotonic() - clock_start) / budget
             lr = lr_at(step, total, cfg, time_progress)
             for group in opt.param_groups:
                 group["lr"] = lr
             with lower_precision:
-                hidden = student.model(input_ids=ids, attention_mask=mask).last_hidden_state
+                depths = unrolled_hidden(student, ids, features, cfg.depth)
+            target = features.reshape(-1, features.shape[-1]).index_select(0, positions).float()
+            loss = kl = 0.0
+            for hidden in depths:
                 hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, positions)
-                logits = head.subset_logits(hidden)
-            loss, kl = distill_loss(logits, to_subset[tk_ids.long()], tk_logp, cfg.ce_weight)
+                with lower_precision:
+                    logits = head.subset_logits(hidden)
+                token_loss, depth_kl = distill_loss(logits, to_subset[tk_ids.long()], tk_logp, cfg.ce_weight)
+                feature_loss = torch.nn.functional.smooth_l1_loss(hidden.float(), target)
+                loss = loss + token_loss + cfg.hidden_weight * feature_loss
+                kl = kl + depth_kl / len(depths)
+            loss = loss / len(depths)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(own, 1.0)
@@ -495,28 +537,37 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
 
 
 @torch.inference_mode()
-def greedy_matches(draft, sample: Sample) -> list[bool]:
-    """Per answer position: does the draft's argmax after the verifier's prefix equal the verifier's token?"""
+def greedy_matches(draft, sample: Sample, draft_len: int) -> list[list[bool]]:
+    """``[d][g]``: is the draft's greedy proposal ``d + 1`` of a block, made where answer token ``g`` is
+    predicted, that token? (The block's earlier proposals being the verifier's tokens.)"""
     seq = torch.cat([sample.prompt_ids, sample.answer_ids]).unsqueeze(0)
-    logits = draft(input_ids=seq).logits[0]
-    p = len(sample.prompt_ids)
-    predicted = logits[p - 1 : p - 1 + len(sample.answer_ids)].argmax(-1)
-    return (predicted == sample.answer_ids).tolist()
+    features = sample.features[: seq.shape[1]].unsqueeze(0)
+    features = torch.cat([features, features.new_zeros(1, seq.shape[1] - features.shape[1], features.shape[2])], 1)
+    p, answer = len(sample.prompt_ids), sample.answer_ids
+    head = draft.lm_head
+    matches = []
+    for hidden in unrolled_hidden(draft, seq, features, draft_len):
+        at = hidden[0, p - 1 : p - 1 + len(answer)]
+        predicted = head.vocab_index[head.subset_logits(at.to(head.weight.dtype)).argmax(-1)]
+        matches.append((predicted == answer).tolist())
+    return matches
 
 
-def block_acceptance(matches: Sequence[bool], draft_len: int) -> tuple[int, int]:
+def block_acceptance(matches: Sequence[Sequence[bool]], draft_len: int) -> tuple[int, int]:
     """(accepted, drafted) when greedy speculative decoding replays the verifier's answer.
 
-    A block drafts ``draft_len`` tokens (fewer at the end of the answer); the accepted
-    count is the matching prefix, then the verifier adds one token of its own. Because
-    the draft only continues past a token when it matched, its own continuation equals
-    the verifier's prefix, so one teacher-forced pass gives every block exactly.
+    The verifier makes answer token 0 at prefill. Each block then drafts
+    ``draft_len`` tokens (fewer at the end of the answer); the accepted count is
+    the matching prefix, and the verifier adds one token of its own. Proposal
+    ``d`` of a block only counts when the ones before it matched, so the
+    teacher-forced ``matches[d - 1]`` (see ``greedy_matches``) give every block exactly.
     """
-    accepted = drafted = pos = 0
-    while pos < len(matches):
-        block = min(draft_len, len(matches) - pos)
+    accepted = drafted = 0
+    pos, total = 1, len(matches[0])
+    while pos < total:
+        block = min(draft_len, total - pos)
         run = 0
-        while run < block and matches[pos + run]:
+        while run < block and matches[run][pos + run]:
             run += 1
         accepted += run
         drafted += block
@@ -527,10 +578,10 @@ def block_acceptance(matches: Sequence[bool], draft_len: int) -> tuple[int, int]
 def acceptance(draft, samples: Sequence[Sample], draft_len: int) -> dict:
     accepted = drafted = agree = total = 0
     for s in samples:
-        m = greedy_matches(draft, s)
+        m = greedy_matches(draft, s, draft_len)
         a, d = block_acceptance(m, draft_len)
         accepted, drafted = accepted + a, drafted + d
-        agree, total = agree + sum(m), total + len(m)
+        agree, total = agree + sum(m[0]), total + len(m[0])
     return {
         "draft_len": draft_len,
         "acceptance_rate": round(accepted / drafted, 4),
@@ -543,22 +594,22 @@ def acceptance(draft, samples: Sequence[Sample], draft_len: int) -> dict:
 
 
 @torch.inference_mode()
-def forward_ms(model, prompt_ids: torch.Tensor, steps: int = 64, repeats: int = 3) -> float:
-    """Median per-token decode time at batch 1 with a DynamicCache (ms)."""
-    from transformers import DynamicCache
-
+def forward_ms(runner, prompt_ids: torch.Tensor, steps: int = 64, repeats: int = 3) -> float:
+    """Median time of one single-token forward through ``runner`` (as the engines run it) at batch 1 (ms)."""
+    reads = runner.takes_features
+    keep = torch.tensor([0])
     runs = []
     for _ in range(repeats):
-        cache = DynamicCache()
-        out = model(input_ids=prompt_ids.unsqueeze(0), past_key_values=cache, use_cache=True)
-        nxt = out.logits[:, -1:].argmax(-1)
-        for _ in range(4):
-            out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
-            nxt = out.logits[:, -1:].argmax(-1)
-        start = time.perf_counter()
-        for _ in range(steps):
-            out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
-            nxt = out.logits[:, -1:].argmax(-1)
+        store = runner.new_store(len(prompt_ids) + steps + 8)
+        n = len(prompt_ids)
+        features = torch.zeros(n, runner.hidden_size) if reads else None
+        runner.forward([store], prompt_ids, [n], torch.tensor([n - 1]), features=features)
+        token, feature = prompt_ids[-1:], torch.zeros(1, runner.hidden_size) if reads else None
+        for i in range(steps + 4):
+            if i == 4:
+                start = time.perf_counter()
+            logits = runner.forward([store], token, [1], keep, features=feature)
+            token = logits.argmax(-1)
         runs.append((time.perf_counter() - start) / steps * 1000)
     return round(statistics.median(runs), 2)
 
@@ -586,7 +637,7 @@ def write_card(out: Path, stats: dict) -> None:
     s = stats
     cfg, ev, lat, data, tr = s["config"], s["eval"], s["latency"], s["data"], s["train"]
     arch = s["architecture"]
-    layers = parse_layers(cfg["layers"])
+    layers = arch["num_hidden_layers"]
     hidden, heads, kv_heads, mlp = (
         arch["hidden_size"],
         arch["num_attention_heads"],
@@ -609,8 +660,13 @@ def write_card(out: Path, stats: dict) -> None:
     )
     text = f"""# smol-draft
 
-Draft model of the `smol` preset: a {len(layers)}-layer Llama distilled from its verifier,
-SmolLM2-135M-Instruct, by `engine/distill.py`. It has no embedding table of its own: it reads the
+Draft model of the `smol` preset, distilled from its verifier, SmolLM2-135M-Instruct, by
+`engine/distill.py`. It reads the verifier's hidden states (`engine/feature_draft.py`): at each position
+its input is the token together with the verifier's final hidden state one position back; an MLP adds to
+that hidden state what the token changes ({layers} decoder layers follow it), predicting the verifier's
+hidden state at the token's position, from which the output layer proposes the next token. The verifier's
+hidden state carries the whole prefix, so the draft needs no attention of its own. When it drafts ahead
+of the verifier it reads its own predicted hidden state instead. It has no embedding table of its own: it reads the
 verifier's input embedding, and its output layer is the verifier's embedding rows for a fixed subset of
 {s["vocab_subset"]:,} tokens (every other token gets logit -inf, so the draft never proposes it; the
 verifier still sees the whole vocabulary, which keeps speculative decoding exact). `engine/shared_draft.py`
@@ -621,7 +677,9 @@ loads it onto the verifier and refuses any verifier whose embedding does not mat
 
 | | |
 | --- | --- |
-| layers | {len(layers)}, initialised from verifier layers {cfg["layers"]} |
+| MLP | h + down(silu(up([token embedding; h]))), {2 * hidden} -> {cfg["mlp_size"]} -> {hidden}; `down` starts at zero |
+| decoder layers after it | {layers} |
+| output | the verifier's final norm (initial weights), then the output rows below |
 | hidden size / heads / key-value heads / MLP size | the verifier's: {hidden} / {heads} / {kv_heads} / {mlp} |
 | vocabulary it can propose | {s["vocab_subset"]:,} of {s["vocab_size"]:,} tokens |
 | own parameters (stored) | {s["parameters"]:,} |
@@ -645,19 +703,24 @@ the verifier's chat template, and kept when at most {cfg["max_prompt_tokens"]} t
 {data["train_prompts"]:,} are training prompts. For every training prompt a {cfg["teacher_dtype"]} copy of the
 verifier generated its greedy answer (at most {cfg["max_new_tokens"]} tokens, batches of {cfg["gen_batch"]}),
 and the top-{cfg["top_k"]} log-probabilities of its next-token distribution at each answer position were kept
-as targets: {data["train_answer_tokens"]:,} answer tokens ({data["train_prompt_tokens"]:,} prompt tokens of
+as targets, together with the verifier's final hidden state at every position (captured from the same
+generation pass): {data["train_answer_tokens"]:,} answer tokens ({data["train_prompt_tokens"]:,} prompt tokens of
 context), generated in {data["generation_seconds"]:.0f} s.
 The next {data["real_replies"]:,} records that have a reply add real text: the templated prompt followed
 by the ChatGPT reply, cut to {cfg["max_real_tokens"]} tokens in all, with the verifier's top-{cfg["top_k"]}
-log-probabilities at each reply position from one forward pass of the same copy:
+log-probabilities and the hidden states at each position from one forward pass of the same copy:
 {data["real_reply_tokens"]:,} reply tokens ({data["real_prompt_tokens"]:,} prompt tokens of context), in
 {data["real_teacher_seconds"]:.0f} s.
 
 ## Training
 
-Only the draft's layers and final norm train (float32 weights, {cfg["train_dtype"]} autocast). Loss:
-KL(teacher || student) over the teacher's top-{cfg["top_k"]} tokens, plus {cfg["ce_weight"]} x cross-entropy on
-the verifier's greedy token. AdamW
+The draft's MLP, layers (if any) and final norm train (float32 weights, {cfg["train_dtype"]} autocast).
+Each step unrolls proposals 1 to {cfg["depth"]} of a block starting at every position at once, each with the
+attention it has in the engine (the verifier-read prefix plus the block's own earlier proposals), so later
+proposals learn to read the draft's own predicted hidden states. Loss at every depth, averaged: KL(teacher
+|| student) over the teacher's top-{cfg["top_k"]} tokens, plus {cfg["ce_weight"]} x cross-entropy on the
+verifier's greedy token, plus {cfg["hidden_weight"]} x smooth-L1 distance between the predicted and the
+verifier's hidden state. AdamW
 (lr {cfg["lr"]}, weight decay {cfg["weight_decay"]}, {cfg["warmup_steps"]} warm-up steps, cosine decay to
 {cfg["min_lr_ratio"]} x lr), {cfg["epochs"]} epochs, batches of at most {cfg["batch_tokens"]} tokens,
 {tr["steps"]} steps, {tr["target_tokens_seen"]:,} target tokens seen, {tr["train_seconds"]:.0f} s.{early}
@@ -672,11 +735,12 @@ Wall time of that command: {s["wall_seconds"] / 60:.1f} minutes on {cfg["threads
 Greedy acceptance at draft length L = {ev["draft_len"]} on the {ev["eval_prompts"]} held-out prompts
 ({ev["eval_answer_tokens"]:,} verifier answer tokens): **{ev["acceptance_rate"]:.3f}**
 ({ev["accepted"]:,} of {ev["drafted"]:,} drafted tokens accepted; a block's accepted count is the prefix of
-the draft's greedy tokens that matches the verifier's greedy continuation). Per-position top-1 agreement
-with the verifier: {ev["top1_agreement"]:.3f}.
+the draft's greedy tokens that matches the verifier's greedy continuation; each block is replayed with the
+attention and hidden states the engine gives it). Top-1 agreement of a block's first proposal with the
+verifier: {ev["top1_agreement"]:.3f}.
 
-Per-token forward time at batch 1 with a `DynamicCache` (draft in {cfg["train_dtype"]}, verifier in
-float32, median of {lat["repeats"]} runs of {lat["steps"]} decode steps): draft {lat["draft_ms"]} ms,
+Per-token forward time at batch 1 through the engines' packed forward (draft in {cfg["train_dtype"]},
+verifier in float32, median of {lat["repeats"]} runs of {lat["steps"]} decode steps): draft {lat["draft_ms"]} ms,
 verifier {lat["verifier_ms"]} ms, ratio {lat["ratio"]:.3f}.
 
 Measured with the saved weights by:
@@ -706,6 +770,7 @@ def load_verifier(dtype: torch.dtype = torch.float32):
 def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg: DistillConfig) -> dict:
     """Reload the saved draft as the engines run it and measure acceptance and forward times."""
     from engine.models import own_parameters
+    from engine.runner import ModelRunner
     from engine.shared_draft import load_shared_draft, stored_compute_dtype
 
     draft = load_shared_draft(out, verifier, stored_compute_dtype(out) or torch.float32, torch.device("cpu"))
@@ -718,8 +783,12 @@ def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg
     )
     probe = eval_samples[0].prompt_ids
     steps, repeats = 64, 3
-    draft_ms = forward_ms(draft, probe, steps, repeats)
-    verifier_ms = forward_ms(verifier, probe, steps, repeats)
+    previous = verifier.config._attn_implementation
+    try:
+        draft_ms = forward_ms(ModelRunner(draft, "draft"), probe, steps, repeats)
+        verifier_ms = forward_ms(ModelRunner(verifier, "verifier"), probe, steps, repeats)
+    finally:
+        verifier.set_attn_implementation(previous)
     latency = {
         "draft_ms": draft_ms,
         "verifier_ms": verifier_ms,
@@ -730,6 +799,7 @@ def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg
     log.info("forward ms/token: draft %.2f, verifier %.2f, ratio %.3f", draft_ms, verifier_ms, latency["ratio"])
     arch = {k: getattr(draft.config, k) for k in ("hidden_size", "num_attention_heads", "num_key_value_heads")}
     arch["intermediate_size"] = draft.config.intermediate_size
+    arch["num_hidden_layers"] = draft.config.num_hidden_layers
     return {
         "architecture": arch,
         "eval": ev,
@@ -800,6 +870,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         k: getattr(cfg, k)
         for k in ("seed", "eval_prompts", "max_prompt_tokens", "max_new_tokens", "gen_batch", "top_k")
     }
+    gen_cfg["hidden_states"] = "final_norm"  # samples carry the verifier's hidden states
     eval_samples, _ = cached_samples(
         args.cache.with_suffix(".eval.pt") if args.cache else None,
         {**gen_cfg, "part": "eval"},
@@ -861,7 +932,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         student,
         verifier,
         partial,
-        {"distilled_from": "SmolLM2-135M-Instruct", "layers": cfg.layers, "compute_dtype": cfg.train_dtype},
+        {"distilled_from": "SmolLM2-135M-Instruct", "compute_dtype": cfg.train_dtype},
     )
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)

@@ -4,9 +4,11 @@ A draft that sees only tokens has to rebuild, in a few layers, what the
 verifier worked out in all of its layers. This one is handed that work: at
 position ``j`` its input is the token ``x_j`` together with the verifier's
 final hidden state at position ``j - 1`` (the vector the verifier's output
-layer turned into ``x_j``). One decoder layer maps the pair to a prediction of
-the verifier's hidden state at ``j``, and the verifier's own output rows turn
-that into a proposal for ``x_{j+1}``.
+layer turned into ``x_j``). A small MLP (optionally followed by decoder
+layers) maps the pair to a prediction of the verifier's hidden state at
+``j``, and the verifier's own output rows turn that into a proposal for
+``x_{j+1}``. The verifier's hidden state already carries the context, so even
+without attention of its own the draft sees the whole prefix through it.
 
 The verifier's hidden states exist only for tokens it has processed, so when
 the draft runs ahead it feeds its own predicted hidden state back in place of
@@ -37,19 +39,32 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 UNROLLED_ATTENTION = "pdv_unrolled"
 
 
-class FeatureDraft(LlamaForCausalLM):
-    """Llama layers over ``fc([embedding(x_j); verifier hidden at j - 1])``.
+class FeatureMLP(nn.Module):
+    """``h + down(silu(up([e; h])))``: the hidden state read, moved by what the token adds to it."""
 
-    ``forward`` takes ``features`` [1, N, H] (or [B, T, H]) next to ``input_ids`` and
-    returns the final hidden state of every position in ``hidden_states[0]``,
-    which is what the next draft position reads as its feature.
+    def __init__(self, hidden_size: int, inner_size: int) -> None:
+        super().__init__()
+        self.up = nn.Linear(2 * hidden_size, inner_size, bias=True)
+        self.down = nn.Linear(inner_size, hidden_size, bias=True)
+
+    def forward(self, embeds: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        return features + self.down(F.silu(self.up(torch.cat([embeds, features], dim=-1))))
+
+
+class FeatureDraft(LlamaForCausalLM):
+    """``norm(layers(mlp(embedding(x_j), verifier hidden at j - 1)))``; the layers may be none.
+
+    ``config.feature_mlp_size`` is the MLP's inner width. ``forward`` takes
+    ``features`` [1, N, H] (or [B, T, H]) next to ``input_ids`` and returns the
+    final hidden state of every position in ``hidden_states[0]``, which is what
+    the next draft position reads as its feature.
     """
 
     takes_features = True
 
     def __init__(self, config: LlamaConfig) -> None:
         super().__init__(config)
-        self.fc = nn.Linear(2 * config.hidden_size, config.hidden_size, bias=True)
+        self.fc = FeatureMLP(config.hidden_size, config.feature_mlp_size)
 
     def forward(
         self,
@@ -60,7 +75,7 @@ class FeatureDraft(LlamaForCausalLM):
         **kwargs,
     ) -> CausalLMOutputWithPast:
         embeds = self.model.embed_tokens(input_ids)
-        x = self.fc(torch.cat([embeds, features.to(embeds.dtype)], dim=-1))
+        x = self.fc(embeds, features.to(embeds.dtype))
         kwargs.pop("use_cache", None)
         hidden = self.model(inputs_embeds=x, position_ids=position_ids, use_cache=False, **kwargs).last_hidden_state
         kept = hidden[:, -logits_to_keep:] if isinstance(logits_to_keep, int) else hidden[:, logits_to_keep]

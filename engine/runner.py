@@ -37,8 +37,11 @@ class ModelRunner:
         self.takes_features: bool = getattr(model, "takes_features", False)
         self.device = next(model.parameters()).device
         # the layers' dtype, which the KV cache holds (a shared draft's borrowed embedding may differ)
-        layers = getattr(getattr(model, "model", model), "layers", model)
-        self.dtype = next(layers.parameters()).dtype
+        decoder = getattr(model, "model", model)
+        own = next(getattr(decoder, "layers", decoder).parameters(), None)
+        if own is None:  # no layers (a draft that reads the verifier's hidden states may have none)
+            own = next(decoder.norm.parameters())
+        self.dtype = own.dtype
         self._lock = threading.Lock()
         self._tokens_forwarded = 0  # every token that went through a forward (tests check for recomputation)
 

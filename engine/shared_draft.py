@@ -113,35 +113,49 @@ def stored_compute_dtype(path: str | Path) -> torch.dtype | None:
 
 def draft_from_verifier(verifier: LlamaForCausalLM, layers: list[int], vocab_index: torch.Tensor) -> LlamaForCausalLM:
     """A draft made of copies of some verifier layers, its final norm and a subset output layer."""
-    vcfg = verifier.config
-    if not layers or min(layers) < 0 or max(layers) >= vcfg.num_hidden_layers:
-        raise ValueError(f"layers must be indices into the verifier's {vcfg.num_hidden_layers} layers, got {layers}")
-    config = LlamaConfig(**{**vcfg.to_dict(), "num_hidden_layers": len(layers), "tie_word_embeddings": False})
-    config.layer_types = None
-    setattr(config, CONFIG_KEY, {})
-    source = verifier.state_dict()
-    state = {k: v.clone() for k, v in source.items() if k.startswith("model.norm.")}
-    for new, old in enumerate(layers):
-        prefix = f"model.layers.{old}."
-        own = {k[len(prefix) :]: v for k, v in source.items() if k.startswith(prefix)}
-        state.update({f"model.layers.{new}.{k}": v.clone() for k, v in own.items()})
+    config = _draft_config(verifier, len(layers))
+    state = {k: v.clone() for k, v in verifier.state_dict().items() if k.startswith("model.norm.")}
+    state.update(_copied_layers(verifier, layers))
     draft = _empty(config)
     _attach(draft, verifier, vocab_index, state)
     return draft
 
 
-def feature_draft_from_verifier(
-    verifier: LlamaForCausalLM, vocab_index: torch.Tensor, num_layers: int = 1
-) -> FeatureDraft:
-    """A new ``FeatureDraft`` for ``verifier``: random layers and input projection, the verifier's final norm.
-
-    Random initialisation uses the verifier's ``initializer_range`` (seed it first for a reproducible draft).
-    """
-    vcfg = verifier.config
-    config = LlamaConfig(**{**vcfg.to_dict(), "num_hidden_layers": num_layers, "tie_word_embeddings": False})
+def _draft_config(verifier: LlamaForCausalLM, num_layers: int) -> LlamaConfig:
+    config = LlamaConfig(**{**verifier.config.to_dict(), "num_hidden_layers": num_layers, "tie_word_embeddings": False})
     config.layer_types = None
     setattr(config, CONFIG_KEY, {})
-    std = vcfg.initializer_range
+    return config
+
+
+def _copied_layers(verifier: LlamaForCausalLM, layers: list[int]) -> dict[str, torch.Tensor]:
+    """Copies of the chosen verifier layers' weights, renumbered 0, 1, ... in the given order."""
+    count = verifier.config.num_hidden_layers
+    if not layers or min(layers) < 0 or max(layers) >= count:
+        raise ValueError(f"layers must be indices into the verifier's {count} layers, got {layers}")
+    source = verifier.state_dict()
+    state = {}
+    for new, old in enumerate(layers):
+        prefix = f"model.layers.{old}."
+        state.update(
+            {f"model.layers.{new}.{k[len(prefix) :]}": v.clone() for k, v in source.items() if k.startswith(prefix)}
+        )
+    return state
+
+
+def feature_draft_from_verifier(
+    verifier: LlamaForCausalLM, vocab_index: torch.Tensor, num_layers: int = 0, mlp_size: int = 2048
+) -> FeatureDraft:
+    """A new ``FeatureDraft`` for ``verifier``: its MLP starts as the identity on the hidden state it reads.
+
+    So before training its first proposal is the verifier's own previous
+    prediction. Decoder layers (if any) are randomly initialised with the
+    verifier's ``initializer_range`` (seed first for a reproducible draft); the
+    final norm is the verifier's.
+    """
+    config = _draft_config(verifier, num_layers)
+    config.feature_mlp_size = mlp_size
+    std = verifier.config.initializer_range
     shapes = {k: v.shape for k, v in _empty(config, FeatureDraft).state_dict().items()}
     state = {}
     for name, shape in shapes.items():
@@ -151,7 +165,7 @@ def feature_draft_from_verifier(
             state[name] = verifier.model.norm.weight.detach().float().clone()
         elif name.endswith("norm.weight"):
             state[name] = torch.ones(shape)
-        elif name.endswith(".bias"):
+        elif name.endswith(".bias") or name == "fc.down.weight":
             state[name] = torch.zeros(shape)
         else:
             state[name] = torch.randn(shape) * std

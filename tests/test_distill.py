@@ -30,6 +30,7 @@ def sample(answer: list[int]) -> Sample:
         answer_ids=torch.tensor(answer),
         topk_ids=torch.zeros(n, 2, dtype=torch.int32),
         topk_logp=torch.zeros(n, 2, dtype=torch.float16),
+        features=torch.zeros(n + 1, 4, dtype=torch.bfloat16),
     )
 
 
@@ -64,9 +65,12 @@ def test_tokens_outside_the_subset_are_skipped_not_counted():
 @pytest.mark.parametrize(
     ("matches", "expected"),
     [
-        ([True] * 8, (7, 7)),  # a full block of 4, the verifier's bonus token, then the last 3
-        ([False] * 5, (0, 14)),  # every block is rejected at once and the verifier adds one token
-        ([True, True, False, True, True, True, True, True], (6, 8)),
+        # answer token 0 comes from prefill; then a full block of 4, the verifier's bonus token, the last 2
+        ([[True] * 8] * 4, (6, 6)),
+        ([[False] * 5] * 4, (0, 10)),  # every block is rejected at once and the verifier adds one token
+        ([[True, True, False, True, True, True, True, True]] * 4, (5, 8)),
+        # the second proposal of the first block (token 2) misses, though token 2 is right at depth 1
+        ([[True] * 8, [True, True, False, True, True, True, True, True], [True] * 8, [True] * 8], (5, 8)),
     ],
 )
 def test_block_acceptance_replays_greedy_speculation(matches, expected):
@@ -74,8 +78,8 @@ def test_block_acceptance_replays_greedy_speculation(matches, expected):
 
 
 def test_every_config_field_is_a_flag_and_the_defaults_are_the_committed_recipe():
-    args, cfg = parse_args(["--out", "x", "--layers", "0,29", "--vocab-subset", "1024"])
-    assert cfg.layers == "0,29" and cfg.vocab_subset == 1024
+    args, cfg = parse_args(["--out", "x", "--mlp-size", "512", "--vocab-subset", "1024"])
+    assert cfg.mlp_size == 512 and cfg.vocab_subset == 1024
     assert parse_args(["--out", "x"])[1] == DistillConfig()
 
 
@@ -104,3 +108,48 @@ def test_the_card_states_the_measured_figures_and_its_own_directory_size(tmp_pat
     assert f"| directory size | {size:,} bytes" in card
     assert f"| `README.md` | {(tmp_path / 'README.md').stat().st_size:,} |" in card
     assert json.loads((tmp_path / STATS).read_text())["eval"]["accepted"] == 4321
+
+
+def test_generation_keeps_the_verifiers_hidden_state_at_every_position_but_the_last():
+    from engine.distill import generate_samples
+    from engine.models import tiny_models
+
+    verifier = tiny_models()[1].float().eval()
+    cfg = DistillConfig(max_new_tokens=6, gen_batch=2, top_k=3)
+    prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [40]]
+    samples = generate_samples(verifier, prompts, cfg, eos_id=256, pad_id=256, desc="test")
+    for s in samples:
+        seq = torch.cat([s.prompt_ids, s.answer_ids])
+        with torch.inference_mode():
+            whole = verifier.model(input_ids=seq.unsqueeze(0)).last_hidden_state[0, :-1]
+        assert s.features.shape == whole.shape
+        torch.testing.assert_close(s.features.float(), whole, rtol=0.02, atol=0.05)  # stored in bfloat16
+
+
+def test_training_teaches_the_draft_the_verifiers_next_token():
+    from engine.distill import acceptance, build_student, generate_samples, train
+    from engine.models import tiny_models
+
+    verifier = tiny_models()[1].float().eval()
+    cfg = DistillConfig(
+        mlp_size=64,
+        max_new_tokens=24,
+        gen_batch=8,
+        top_k=8,
+        epochs=30,
+        batch_tokens=256,
+        warmup_steps=2,
+        lr=1e-2,
+        hidden_weight=1.0,
+        train_dtype="float32",
+    )
+    prompts = [torch.randint(0, 256, (6,), generator=torch.Generator().manual_seed(i)).tolist() for i in range(16)]
+    samples = generate_samples(verifier, prompts, cfg, eos_id=256, pad_id=256, desc="test")
+    torch.manual_seed(0)
+    student = build_student(verifier, cfg, torch.arange(257))
+    before = acceptance(student, samples, cfg.draft_len)
+    info = train(student, samples, cfg, pad_id=256, deadline=float("inf"))
+    assert info["steps"] == info["planned_steps"] and not info["stopped_early"]
+    after = acceptance(student, samples, cfg.draft_len)
+    assert after["top1_agreement"] > before["top1_agreement"] + 0.1
+    assert after["acceptance_rate"] > before["acceptance_rate"]

@@ -26,7 +26,10 @@ def verifier():
 @pytest.fixture(scope="module")
 def draft(verifier):
     torch.manual_seed(0)
-    return feature_draft_from_verifier(verifier, EVERY_TOKEN).eval()
+    draft = feature_draft_from_verifier(verifier, EVERY_TOKEN, num_layers=1, mlp_size=32).eval()
+    with torch.no_grad():  # a trained draft's MLP is not the identity; make sure the hidden state matters
+        draft.fc.down.weight.normal_(std=0.3)
+    return draft
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +130,7 @@ def test_save_and_load_round_trip(verifier, draft, tmp_path):
         b = loaded(ids, read, logits_to_keep=1).hidden_states[0]
     # saved in bfloat16: equal to that precision
     torch.testing.assert_close(a, b, rtol=0.05, atol=0.05)
-    assert torch.equal(loaded.fc.weight, draft.fc.weight.to(torch.bfloat16).float())
+    assert torch.equal(loaded.fc.up.weight, draft.fc.up.weight.to(torch.bfloat16).float())
 
 
 def test_an_unknown_input_kind_is_one_clear_error(verifier, draft, tmp_path):
@@ -145,4 +148,16 @@ def test_load_model_pair_takes_a_feature_draft_directory(verifier, draft, tmp_pa
     save_shared_draft(draft, verifier, tmp_path / "draft", {})
     pair = load_model_pair(draft_model=str(tmp_path / "draft"), verifier_model=str(tmp_path / "verifier"), device="cpu")
     assert pair.draft.takes_features and not pair.verifier.takes_features
-    assert np.isfinite(float(pair.draft.model.fc.weight.float().sum()))
+    assert np.isfinite(float(pair.draft.model.fc.down.weight.float().sum()))
+
+
+def test_a_new_draft_proposes_what_the_hidden_state_it_reads_predicts(verifier):
+    """Before training the MLP is the identity: with no layers, the proposal is the verifier's own argmax."""
+    draft = feature_draft_from_verifier(verifier, EVERY_TOKEN, num_layers=0, mlp_size=16)
+    draft.set_attn_implementation("sdpa")
+    ids = torch.tensor([[3, 50, 7, 9]])
+    features = last_hidden(verifier, ids)
+    with torch.inference_mode():
+        logits = draft(ids, features).logits
+        expected = verifier.lm_head(features)
+    torch.testing.assert_close(logits, expected, rtol=1e-4, atol=1e-4)
