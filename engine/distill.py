@@ -6,26 +6,36 @@ the verifier's own greedy answers to ShareGPT prompts (formatted with its chat
 template), and the targets are its next-token distributions at every answer
 position. Both come out of one batched generation pass: the logits of each
 decoding step are exactly the teacher distribution for that position, so no
-separate teacher forward is needed. Only the top-k of each distribution is kept,
-which makes the targets small enough to train on them for several epochs.
+separate teacher forward is needed. The same pass yields the verifier's final
+hidden state at every position (captured at its final norm), which the draft
+reads as input and learns to predict. Only the top-k of each distribution is
+kept, which makes the targets small enough to train on them for several epochs.
 Teacher-forced passes over real ShareGPT replies add broader (cheaper) targets.
 A bfloat16 copy of the verifier writes all training targets and the student
 trains under bfloat16 autocast: on CPUs with bfloat16 dot products (AVX-512
-BF16, AMX) that is much faster than float32, and the draft is limited by how
-much of the verifier's own text it sees. The held-out answers it is scored on come from
-the float32 verifier, as the engines run it.
+BF16, AMX) that is much faster than float32. The held-out answers it is scored
+on come from the float32 verifier, as the engines run it.
 
-The student is a shared-embedding draft (``engine.shared_draft``): copies of a
-few verifier layers (``--layers``, first and last ones by default) on top of the
-verifier's own input embedding, with an output layer made of the verifier's
-embedding rows for the most frequent ``--vocab-subset`` tokens. Starting from
-real layers and the real output space instead of random ones is what lets a
-few CPU-minutes of training get anywhere; keeping the embedding out of the
-draft keeps it under 30 MB on disk and its forward near a sixth of the
-verifier's. Only the layers and the final norm train. The loss is
-KL(teacher || student) over the teacher's top-k tokens plus a cross-entropy
-term on the greedy token, because greedy acceptance only depends on the argmax
-agreeing.
+Both kinds of student are shared-embedding drafts (``engine.shared_draft``):
+they read the verifier's own input embedding and propose through an output
+layer made of the verifier's embedding rows for the most frequent
+``--vocab-subset`` tokens, which keeps them small on disk and cheap to run.
+
+* ``--reads tokens`` (the default, and the committed draft): copies of a few
+  verifier layers (``--layers``, first and last ones by default). Starting from
+  real layers instead of random ones is what lets a few CPU-minutes of training
+  get anywhere. Only the layers and the final norm train.
+* ``--reads hidden``: a draft that reads the verifier's hidden states
+  (``engine.feature_draft``): an MLP (``--mlp-size``) over [token embedding;
+  the verifier's hidden state one position back] predicts the verifier's hidden
+  state at the token. Training unrolls ``--depth`` proposals of a block at
+  every position at once, so later proposals learn to read the draft's own
+  predictions, and a smooth-L1 term (``--hidden-weight``) pulls the predicted
+  hidden state towards the verifier's.
+
+The token loss is KL(teacher || student) over the teacher's top-k tokens plus
+a cross-entropy term on the greedy token, because greedy acceptance only
+depends on the argmax agreeing.
 
 At the end the saved (bfloat16) weights are reloaded in the dtype they trained in,
 as the engines run them, and the greedy acceptance
@@ -70,9 +80,10 @@ class DistillConfig:
     """Everything that determines the trained weights; defaults reproduce the committed draft."""
 
     seed: int = 0
-    draft_layers: int = 0  # decoder layers after the draft's MLP
-    mlp_size: int = 2048  # inner width of the draft's MLP
-    depth: int = 3  # proposals per block the training view unrolls
+    reads: str = "tokens"  # what the draft reads: "tokens" or "hidden" (the verifier's hidden states)
+    layers: str = "0,1,28,29"  # reads=tokens: verifier layers the draft starts from, in order
+    mlp_size: int = 2048  # reads=hidden: inner width of the draft's MLP
+    depth: int = 3  # reads=hidden: proposals per block the training view unrolls
     vocab_subset: int = 16384  # tokens the draft can propose
     train_prompts: int = 2304
     eval_prompts: int = 48
@@ -87,11 +98,11 @@ class DistillConfig:
     warmup_steps: int = 30
     weight_decay: float = 0.0
     ce_weight: float = 0.5
-    hidden_weight: float = 1.0  # smooth-L1 loss on the predicted hidden state, relative to the token loss
+    hidden_weight: float = 1.0  # reads=hidden: smooth-L1 loss on the predicted hidden state
     real_replies: int = 512
     max_real_tokens: int = 256
     draft_len: int = 4
-    minutes: float = 45.0
+    minutes: float = 55.0
     threads: int = 2
     teacher_dtype: str = "bfloat16"  # verifier copy that writes the training targets (eval answers: float32)
     train_dtype: str = "bfloat16"  # autocast dtype of the student's training forwards
@@ -349,11 +360,20 @@ def choose_vocabulary(
 
 
 def build_student(verifier, cfg: DistillConfig, vocab_index: torch.Tensor):
-    """A new draft that reads the verifier's hidden states, on its (frozen, shared) embeddings and output rows."""
-    from engine.shared_draft import feature_draft_from_verifier
+    """The student ``cfg.reads`` asks for, on the verifier's (frozen, shared) embeddings and output rows."""
+    from engine.shared_draft import draft_from_verifier, feature_draft_from_verifier
 
     verifier.get_input_embeddings().weight.requires_grad_(False)
-    return feature_draft_from_verifier(verifier, vocab_index, cfg.draft_layers, cfg.mlp_size)
+    if cfg.reads == "hidden":
+        return feature_draft_from_verifier(verifier, vocab_index, 0, cfg.mlp_size)
+    return draft_from_verifier(verifier, parse_layers(cfg.layers), vocab_index)
+
+
+def parse_layers(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError as exc:
+        raise SystemExit(f"--layers takes comma-separated layer indices, got {text!r}") from exc
 
 
 def distill_loss(
@@ -413,7 +433,7 @@ def collate(samples: Sequence[Sample], pad_id: int) -> tuple[torch.Tensor, ...]:
         positions.append(row * width + torch.arange(p - 1, p - 1 + len(s.answer_ids)))
         tk_ids.append(s.topk_ids)
         tk_logp.append(s.topk_logp)
-    return ids, features, torch.cat(positions), torch.cat(tk_ids), torch.cat(tk_logp)
+    return ids, mask, features, torch.cat(positions), torch.cat(tk_ids), torch.cat(tk_logp)
 
 
 def lr_at(step: int, total: int, cfg: DistillConfig, time_progress: float = 0.0) -> float:
@@ -475,13 +495,17 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
             if time.monotonic() > deadline:
                 stopped_early = True
                 break
-            ids, features, positions, tk_ids, tk_logp = collate([samples[i] for i in batch], pad_id)
+            ids, mask, features, positions, tk_ids, tk_logp = collate([samples[i] for i in batch], pad_id)
             time_progress = (time.monotonic() - clock_start) / budget
             lr = lr_at(step, total, cfg, time_progress)
             for group in opt.param_groups:
                 group["lr"] = lr
+            reads = student_reads_hidden(student)
             with lower_precision:
-                depths = unrolled_hidden(student, ids, features, cfg.depth)
+                if reads:
+                    depths = unrolled_hidden(student, ids, features, cfg.depth)
+                else:
+                    depths = [student.model(input_ids=ids, attention_mask=mask).last_hidden_state]
             target = features.reshape(-1, features.shape[-1]).index_select(0, positions).float()
             loss = kl = 0.0
             for hidden in depths:
@@ -489,8 +513,9 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
                 with lower_precision:
                     logits = head.subset_logits(hidden)
                 token_loss, depth_kl = distill_loss(logits, to_subset[tk_ids.long()], tk_logp, cfg.ce_weight)
-                feature_loss = torch.nn.functional.smooth_l1_loss(hidden.float(), target)
-                loss = loss + token_loss + cfg.hidden_weight * feature_loss
+                loss = loss + token_loss
+                if reads:
+                    loss = loss + cfg.hidden_weight * torch.nn.functional.smooth_l1_loss(hidden.float(), target)
                 kl = kl + depth_kl / len(depths)
             loss = loss / len(depths)
             opt.zero_grad(set_to_none=True)
@@ -536,14 +561,25 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
 # --------------------------------------------------------------------------
 
 
+def student_reads_hidden(draft) -> bool:
+    return getattr(draft, "takes_features", False)
+
+
 @torch.inference_mode()
 def greedy_matches(draft, sample: Sample, draft_len: int) -> list[list[bool]]:
     """``[d][g]``: is the draft's greedy proposal ``d + 1`` of a block, made where answer token ``g`` is
-    predicted, that token? (The block's earlier proposals being the verifier's tokens.)"""
+    predicted, that token? (The block's earlier proposals being the verifier's tokens.)
+
+    A draft that reads only tokens proposes the same at every depth once its
+    earlier proposals were right, so one teacher-forced pass gives every depth.
+    """
     seq = torch.cat([sample.prompt_ids, sample.answer_ids]).unsqueeze(0)
+    p, answer = len(sample.prompt_ids), sample.answer_ids
+    if not student_reads_hidden(draft):
+        logits = draft(input_ids=seq).logits[0]
+        return [(logits[p - 1 : p - 1 + len(answer)].argmax(-1) == answer).tolist()] * draft_len
     features = sample.features[: seq.shape[1]].unsqueeze(0)
     features = torch.cat([features, features.new_zeros(1, seq.shape[1] - features.shape[1], features.shape[2])], 1)
-    p, answer = len(sample.prompt_ids), sample.answer_ids
     head = draft.lm_head
     matches = []
     for hidden in unrolled_hidden(draft, seq, features, draft_len):
@@ -637,7 +673,6 @@ def write_card(out: Path, stats: dict) -> None:
     s = stats
     cfg, ev, lat, data, tr = s["config"], s["eval"], s["latency"], s["data"], s["train"]
     arch = s["architecture"]
-    layers = arch["num_hidden_layers"]
     hidden, heads, kv_heads, mlp = (
         arch["hidden_size"],
         arch["num_attention_heads"],
@@ -658,15 +693,11 @@ def write_card(out: Path, stats: dict) -> None:
         if tr["stopped_early"]
         else ""
     )
+    kind = _card_kind(cfg, arch)
     text = f"""# smol-draft
 
 Draft model of the `smol` preset, distilled from its verifier, SmolLM2-135M-Instruct, by
-`engine/distill.py`. It reads the verifier's hidden states (`engine/feature_draft.py`): at each position
-its input is the token together with the verifier's final hidden state one position back; an MLP adds to
-that hidden state what the token changes ({layers} decoder layers follow it), predicting the verifier's
-hidden state at the token's position, from which the output layer proposes the next token. The verifier's
-hidden state carries the whole prefix, so the draft needs no attention of its own. When it drafts ahead
-of the verifier it reads its own predicted hidden state instead. It has no embedding table of its own: it reads the
+`engine/distill.py`. {kind["intro"]} It has no embedding table of its own: it reads the
 verifier's input embedding, and its output layer is the verifier's embedding rows for a fixed subset of
 {s["vocab_subset"]:,} tokens (every other token gets logit -inf, so the draft never proposes it; the
 verifier still sees the whole vocabulary, which keeps speculative decoding exact). `engine/shared_draft.py`
@@ -677,9 +708,7 @@ loads it onto the verifier and refuses any verifier whose embedding does not mat
 
 | | |
 | --- | --- |
-| MLP | h + down(silu(up([token embedding; h]))), {2 * hidden} -> {cfg["mlp_size"]} -> {hidden}; `down` starts at zero |
-| decoder layers after it | {layers} |
-| output | the verifier's final norm (initial weights), then the output rows below |
+{kind["rows"]}
 | hidden size / heads / key-value heads / MLP size | the verifier's: {hidden} / {heads} / {kv_heads} / {mlp} |
 | vocabulary it can propose | {s["vocab_subset"]:,} of {s["vocab_size"]:,} tokens |
 | own parameters (stored) | {s["parameters"]:,} |
@@ -703,24 +732,17 @@ the verifier's chat template, and kept when at most {cfg["max_prompt_tokens"]} t
 {data["train_prompts"]:,} are training prompts. For every training prompt a {cfg["teacher_dtype"]} copy of the
 verifier generated its greedy answer (at most {cfg["max_new_tokens"]} tokens, batches of {cfg["gen_batch"]}),
 and the top-{cfg["top_k"]} log-probabilities of its next-token distribution at each answer position were kept
-as targets, together with the verifier's final hidden state at every position (captured from the same
-generation pass): {data["train_answer_tokens"]:,} answer tokens ({data["train_prompt_tokens"]:,} prompt tokens of
-context), generated in {data["generation_seconds"]:.0f} s.
+as targets{kind["gen_hidden"]}: {data["train_answer_tokens"]:,} answer tokens
+({data["train_prompt_tokens"]:,} prompt tokens of context), generated in {data["generation_seconds"]:.0f} s.
 The next {data["real_replies"]:,} records that have a reply add real text: the templated prompt followed
 by the ChatGPT reply, cut to {cfg["max_real_tokens"]} tokens in all, with the verifier's top-{cfg["top_k"]}
-log-probabilities and the hidden states at each position from one forward pass of the same copy:
+log-probabilities{kind["real_hidden"]} at each reply position from one forward pass of the same copy:
 {data["real_reply_tokens"]:,} reply tokens ({data["real_prompt_tokens"]:,} prompt tokens of context), in
 {data["real_teacher_seconds"]:.0f} s.
 
 ## Training
 
-The draft's MLP, layers (if any) and final norm train (float32 weights, {cfg["train_dtype"]} autocast).
-Each step unrolls proposals 1 to {cfg["depth"]} of a block starting at every position at once, each with the
-attention it has in the engine (the verifier-read prefix plus the block's own earlier proposals), so later
-proposals learn to read the draft's own predicted hidden states. Loss at every depth, averaged: KL(teacher
-|| student) over the teacher's top-{cfg["top_k"]} tokens, plus {cfg["ce_weight"]} x cross-entropy on the
-verifier's greedy token, plus {cfg["hidden_weight"]} x smooth-L1 distance between the predicted and the
-verifier's hidden state. AdamW
+{kind["training"]} AdamW
 (lr {cfg["lr"]}, weight decay {cfg["weight_decay"]}, {cfg["warmup_steps"]} warm-up steps, cosine decay to
 {cfg["min_lr_ratio"]} x lr), {cfg["epochs"]} epochs, batches of at most {cfg["batch_tokens"]} tokens,
 {tr["steps"]} steps, {tr["target_tokens_seen"]:,} target tokens seen, {tr["train_seconds"]:.0f} s.{early}
@@ -735,8 +757,8 @@ Wall time of that command: {s["wall_seconds"] / 60:.1f} minutes on {cfg["threads
 Greedy acceptance at draft length L = {ev["draft_len"]} on the {ev["eval_prompts"]} held-out prompts
 ({ev["eval_answer_tokens"]:,} verifier answer tokens): **{ev["acceptance_rate"]:.3f}**
 ({ev["accepted"]:,} of {ev["drafted"]:,} drafted tokens accepted; a block's accepted count is the prefix of
-the draft's greedy tokens that matches the verifier's greedy continuation; each block is replayed with the
-attention and hidden states the engine gives it). Top-1 agreement of a block's first proposal with the
+the draft's greedy tokens that matches the verifier's greedy continuation; blocks start after the verifier's
+first token, as in the engines). Top-1 agreement of a block's first proposal with the
 verifier: {ev["top1_agreement"]:.3f}.
 
 Per-token forward time at batch 1 through the engines' packed forward (draft in {cfg["train_dtype"]},
@@ -748,6 +770,41 @@ Measured with the saved weights by:
     python -m engine.distill --out {s["out"]} --eval-only
 """
     (out / CARD).write_text(text)
+
+
+def _card_kind(cfg: dict, arch: dict) -> dict[str, str]:
+    """The model card's text that depends on what the draft reads."""
+    hidden = arch["hidden_size"]
+    token_loss = (
+        f"KL(teacher || student) over the teacher's top-{cfg['top_k']} tokens, plus {cfg['ce_weight']} x"
+        " cross-entropy on the verifier's greedy token"
+    )
+    if cfg.get("reads", "tokens") == "tokens":
+        layers = parse_layers(cfg["layers"])
+        return {
+            "gen_hidden": "",
+            "real_hidden": "",
+            "intro": f"It is a {len(layers)}-layer Llama that reads tokens only.",
+            "rows": f"| layers | {len(layers)}, initialised from verifier layers {cfg['layers']} |",
+            "training": f"Only the draft's layers and final norm train (float32 weights, {cfg['train_dtype']}"
+            f" autocast). Loss: {token_loss}.",
+        }
+    return {
+        "gen_hidden": ", with the verifier's final hidden state at every position (captured in the same pass)",
+        "real_hidden": " and hidden states",
+        "intro": "It reads the verifier's hidden states (`engine/feature_draft.py`): at each position its input"
+        " is the token together with the verifier's final hidden state one position back; an MLP adds to that"
+        " hidden state what the token changes, predicting the verifier's hidden state at the token's position,"
+        " from which the output layer proposes the next token. When it drafts ahead of the verifier it reads"
+        " its own predicted hidden state instead.",
+        "rows": f"| MLP | h + down(silu(up([token embedding; h]))), {2 * hidden} -> {cfg['mlp_size']} -> {hidden};"
+        " `down` starts at zero |\n| decoder layers | none: the verifier's hidden state carries the context |",
+        "training": f"The MLP and the final norm train (float32 weights, {cfg['train_dtype']} autocast). Each"
+        f" step unrolls proposals 1 to {cfg['depth']} of a block starting at every position at once, so later"
+        " proposals learn to read the draft's own predicted hidden states. Loss at every depth, averaged:"
+        f" {token_loss}, plus {cfg['hidden_weight']} x smooth-L1 distance between the predicted and the"
+        " verifier's hidden state.",
+    }
 
 
 # --------------------------------------------------------------------------
@@ -837,6 +894,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, D
     cfg = DistillConfig(**{name: getattr(args, name) for name in asdict(defaults)})
     for name in (cfg.teacher_dtype, cfg.train_dtype):
         torch_dtype(name)  # refuse a bad dtype name before any work
+    if cfg.reads not in ("tokens", "hidden"):
+        raise SystemExit(f"--reads takes tokens or hidden, got {cfg.reads!r}")
     return args, cfg
 
 
@@ -932,7 +991,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         student,
         verifier,
         partial,
-        {"distilled_from": "SmolLM2-135M-Instruct", "compute_dtype": cfg.train_dtype},
+        {
+            "distilled_from": "SmolLM2-135M-Instruct",
+            "compute_dtype": cfg.train_dtype,
+            **({"layers": cfg.layers} if cfg.reads == "tokens" else {}),
+        },
     )
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)

@@ -78,9 +78,14 @@ def test_block_acceptance_replays_greedy_speculation(matches, expected):
 
 
 def test_every_config_field_is_a_flag_and_the_defaults_are_the_committed_recipe():
-    args, cfg = parse_args(["--out", "x", "--mlp-size", "512", "--vocab-subset", "1024"])
-    assert cfg.mlp_size == 512 and cfg.vocab_subset == 1024
+    args, cfg = parse_args(["--out", "x", "--reads", "hidden", "--mlp-size", "512", "--vocab-subset", "1024"])
+    assert cfg.reads == "hidden" and cfg.mlp_size == 512 and cfg.vocab_subset == 1024
     assert parse_args(["--out", "x"])[1] == DistillConfig()
+
+
+def test_an_unknown_draft_kind_is_refused_by_name():
+    with pytest.raises(SystemExit, match="pictures"):
+        parse_args(["--out", "x", "--reads", "pictures"])
 
 
 @pytest.mark.parametrize("name", ["float33", "int8", "Tensor"])
@@ -126,12 +131,15 @@ def test_generation_keeps_the_verifiers_hidden_state_at_every_position_but_the_l
         torch.testing.assert_close(s.features.float(), whole, rtol=0.02, atol=0.05)  # stored in bfloat16
 
 
-def test_training_teaches_the_draft_the_verifiers_next_token():
+@pytest.mark.parametrize("reads", ["tokens", "hidden"])
+def test_training_teaches_the_draft_the_verifiers_next_token(reads):
     from engine.distill import acceptance, build_student, generate_samples, train
     from engine.models import tiny_models
 
     verifier = tiny_models()[1].float().eval()
     cfg = DistillConfig(
+        reads=reads,
+        layers="0",
         mlp_size=64,
         max_new_tokens=24,
         gen_batch=8,

@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -148,7 +147,7 @@ def test_load_model_pair_takes_a_feature_draft_directory(verifier, draft, tmp_pa
     save_shared_draft(draft, verifier, tmp_path / "draft", {})
     pair = load_model_pair(draft_model=str(tmp_path / "draft"), verifier_model=str(tmp_path / "verifier"), device="cpu")
     assert pair.draft.takes_features and not pair.verifier.takes_features
-    assert np.isfinite(float(pair.draft.model.fc.down.weight.float().sum()))
+    assert torch.isfinite(pair.draft.model.fc.down.weight).all()
 
 
 def test_a_new_draft_proposes_what_the_hidden_state_it_reads_predicts(verifier):
