@@ -490,6 +490,7 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
     window: list[tuple[float, float]] = []
     bar = tqdm(total=total, desc="train", unit="step", mininterval=5)
     stopped_early = False
+    reads = student_reads_hidden(student)
     for epoch, batches in enumerate(epochs):
         for batch in batches:
             if time.monotonic() > deadline:
@@ -500,7 +501,6 @@ def train(student, samples: Sequence[Sample], cfg: DistillConfig, pad_id: int, d
             lr = lr_at(step, total, cfg, time_progress)
             for group in opt.param_groups:
                 group["lr"] = lr
-            reads = student_reads_hidden(student)
             with lower_precision:
                 if reads:
                     depths = unrolled_hidden(student, ids, features, cfg.depth)
