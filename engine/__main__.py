@@ -15,7 +15,15 @@ import logging
 import sys
 import time
 
-from engine.config import CONTROLLERS, DTYPE_HELP, DTYPES, ENGINES, ControllerConfig, EngineConfig, SamplingParams
+from engine.config import (
+    DTYPE_HELP,
+    DTYPES,
+    ENGINES,
+    EngineConfig,
+    SamplingParams,
+    add_controller_args,
+    controller_from_args,
+)
 from engine.models import ModelLoadError
 from engine.presets import PRESETS
 
@@ -27,20 +35,6 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verifier-model", default=None, help="verifier model: hub id or local directory")
     parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
     parser.add_argument("--dtype", choices=DTYPES, default=None, help=DTYPE_HELP)
-
-
-def add_controller_args(parser: argparse.ArgumentParser) -> None:
-    defaults = ControllerConfig()
-    parser.add_argument("--controller", choices=CONTROLLERS, default=defaults.kind)
-    parser.add_argument("--draft-len", type=int, default=defaults.draft_len, help="draft length L (start value)")
-    parser.add_argument("--min-draft-len", type=int, default=defaults.min_len)
-    parser.add_argument("--max-draft-len", type=int, default=defaults.max_len)
-
-
-def controller_from_args(args: argparse.Namespace) -> ControllerConfig:
-    return ControllerConfig(
-        kind=args.controller, draft_len=args.draft_len, min_len=args.min_draft_len, max_len=args.max_draft_len
-    )
 
 
 def _parser() -> argparse.ArgumentParser:

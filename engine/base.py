@@ -269,7 +269,8 @@ class Engine(ABC):
             length = self.controller.next_length(LoadSignals(verify_queue, p95, len(seqs)))
         rows = SamplingRows.build([s.request.params for s in seqs], [s.generator for s in seqs], self.pair.device)
         start = time.perf_counter()
-        block = draft_block(self.pair.draft, seqs, draft_lengths(seqs, length), rows)
+        lens = draft_lengths(seqs, length)
+        block = draft_block(self.pair.draft, seqs, lens, rows, self.config.controller.draft_confidence)
         block.draft_s = time.perf_counter() - start
         return block
 
@@ -288,7 +289,14 @@ class Engine(ABC):
             cut = sum(s.request.steps[-1].accepted < n for s, n in zip(block.seqs, block.lens, strict=True))
             self.controller.observe(
                 StepObservation(
-                    len(block.seqs), max(block.lens, default=0), drafted, accepted, block.draft_s, verify_s, cut
+                    len(block.seqs),
+                    max(block.lens, default=0),
+                    drafted,
+                    accepted,
+                    block.draft_s,
+                    verify_s,
+                    cut,
+                    max(block.forwards, default=0),
                 )
             )
         self._retire(finished)

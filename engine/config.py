@@ -6,6 +6,7 @@ Each field maps one-to-one to a CLI flag of ``python -m engine generate`` and
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 ENGINES = ("ar", "baseline", "pd", "pdv")
@@ -47,6 +48,9 @@ class ControllerConfig:
     allow_zero: bool = True  # feedback may switch speculation off (L = 0) under heavy load
     target_verify_queue: int = 2  # verify blocks waiting before the controller backs off
     target_decode_p95_ms: float = 0.0  # 0 = no latency target
+    # a row stops drafting at the first position whose draft top-1 probability is below this (0 = off):
+    # a weak draft's unsure proposals are mostly rejected, so skipping them saves draft and verify work
+    draft_confidence: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in CONTROLLERS:
@@ -57,6 +61,8 @@ class ControllerConfig:
             raise ValueError(f"draft length must be in 0..{self.max_len}, got {self.draft_len}")
         if self.kind != "fixed" and self.draft_len < self.min_len:
             raise ValueError(f"start draft length {self.draft_len} is below the minimum {self.min_len}")
+        if not 0 <= self.draft_confidence < 1:
+            raise ValueError(f"draft confidence must be in [0, 1), got {self.draft_confidence}")
         if self.target_verify_queue < 0 or self.target_decode_p95_ms < 0:
             raise ValueError("controller targets must be >= 0")
 
@@ -85,3 +91,28 @@ class EngineConfig:
         for name in ("hybrid_threshold", "verify_promote_margin", "intra_op_threads", "concurrent_lanes"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+def add_controller_args(parser) -> None:
+    """The draft-length flags, on an ``argparse`` parser or argument group."""
+    defaults = ControllerConfig()
+    parser.add_argument("--controller", choices=CONTROLLERS, default=defaults.kind)
+    parser.add_argument("--draft-len", type=int, default=defaults.draft_len, help="draft length L (start value)")
+    parser.add_argument("--min-draft-len", type=int, default=defaults.min_len)
+    parser.add_argument("--max-draft-len", type=int, default=defaults.max_len)
+    parser.add_argument(
+        "--draft-confidence",
+        type=float,
+        default=defaults.draft_confidence,
+        help="stop drafting a row where the draft's top-1 probability falls below this (0 = always draft L)",
+    )
+
+
+def controller_from_args(args: argparse.Namespace) -> ControllerConfig:
+    return ControllerConfig(
+        kind=args.controller,
+        draft_len=args.draft_len,
+        min_len=args.min_draft_len,
+        max_len=args.max_draft_len,
+        draft_confidence=args.draft_confidence,
+    )

@@ -50,6 +50,11 @@ class StepObservation:
     draft_s: float  # wall time of the draft forwards of this step
     verify_s: float  # wall time of the verify forward of this step
     rejected: int = 0  # sequences whose drafted block ended at a rejected token
+    draft_positions: int | None = None  # batched draft forwards run; None = draft_len (one more when gated)
+
+    @property
+    def positions(self) -> int:
+        return self.draft_len if self.draft_positions is None else self.draft_positions
 
 
 @dataclass(frozen=True)
@@ -165,10 +170,10 @@ class GoodputController(DraftLengthController):
             return None
         nearest = min(self._samples, key=lambda b: abs(b - batch_size))
         obs = list(self._samples[nearest])
-        with_draft = [o for o in obs if o.draft_len > 0]
+        with_draft = [o for o in obs if o.positions > 0]
         if not with_draft:
             return None
-        per_pos = sum(o.draft_s / o.draft_len for o in with_draft) / len(with_draft)
+        per_pos = sum(o.draft_s / o.positions for o in with_draft) / len(with_draft)
         xs = [o.draft_len + 1 for o in obs]
         ys = [o.verify_s for o in obs]
         mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)

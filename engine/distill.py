@@ -72,6 +72,7 @@ log = logging.getLogger("engine.distill")
 CARD = "README.md"
 REUSED_SECONDS: list[float] = []  # time recorded for targets taken from the cache instead of recomputed
 STATS = "distill-stats.json"
+EVAL_GATES = (0.2, 0.3, 0.4, 0.5)  # --draft-confidence values the evaluation also reports
 ANSWER_WEIGHT = 20  # how much more a token of a verifier answer counts than one of ShareGPT text
 
 
@@ -566,9 +567,10 @@ def student_reads_hidden(draft) -> bool:
 
 
 @torch.inference_mode()
-def greedy_matches(draft, sample: Sample, draft_len: int) -> list[list[bool]]:
-    """``[d][g]``: is the draft's greedy proposal ``d + 1`` of a block, made where answer token ``g`` is
-    predicted, that token? (The block's earlier proposals being the verifier's tokens.)
+def greedy_proposals(draft, sample: Sample, draft_len: int) -> tuple[list[list[bool]], list[list[float]]]:
+    """``matches[d][g]``: is the draft's greedy proposal ``d + 1`` of a block, made where answer token ``g`` is
+    predicted, that token? (The block's earlier proposals being the verifier's tokens.) ``sure[d][g]``: the
+    draft's top-1 probability there, which the engines' confidence gate compares with its threshold.
 
     A draft that reads only tokens proposes the same at every depth once its
     earlier proposals were right, so one teacher-forced pass gives every depth.
@@ -576,49 +578,61 @@ def greedy_matches(draft, sample: Sample, draft_len: int) -> list[list[bool]]:
     seq = torch.cat([sample.prompt_ids, sample.answer_ids]).unsqueeze(0)
     p, answer = len(sample.prompt_ids), sample.answer_ids
     if not student_reads_hidden(draft):
-        logits = draft(input_ids=seq).logits[0]
-        return [(logits[p - 1 : p - 1 + len(answer)].argmax(-1) == answer).tolist()] * draft_len
+        logits = draft(input_ids=seq).logits[0, p - 1 : p - 1 + len(answer)]
+        top = logits.float().softmax(-1).max(-1)
+        return [(top.indices == answer).tolist()] * draft_len, [top.values.tolist()] * draft_len
     features = sample.features[: seq.shape[1]].unsqueeze(0)
     features = torch.cat([features, features.new_zeros(1, seq.shape[1] - features.shape[1], features.shape[2])], 1)
     head = draft.lm_head
-    matches = []
+    matches, sure = [], []
     for hidden in unrolled_hidden(draft, seq, features, draft_len):
         at = hidden[0, p - 1 : p - 1 + len(answer)]
-        predicted = head.vocab_index[head.subset_logits(at.to(head.weight.dtype)).argmax(-1)]
-        matches.append((predicted == answer).tolist())
-    return matches
+        top = head.subset_logits(at.to(head.weight.dtype)).float().softmax(-1).max(-1)
+        matches.append((head.vocab_index[top.indices] == answer).tolist())
+        sure.append(top.values.tolist())
+    return matches, sure
 
 
-def block_acceptance(matches: Sequence[Sequence[bool]], draft_len: int) -> tuple[int, int]:
-    """(accepted, drafted) when greedy speculative decoding replays the verifier's answer.
+def block_acceptance(
+    matches: Sequence[Sequence[bool]], draft_len: int, sure: Sequence[Sequence[bool]] | None = None
+) -> tuple[int, int]:
+    """(accepted, proposed) when greedy speculative decoding replays the verifier's answer.
 
     The verifier makes answer token 0 at prefill. Each block then drafts
     ``draft_len`` tokens (fewer at the end of the answer); the accepted count is
     the matching prefix, and the verifier adds one token of its own. Proposal
     ``d`` of a block only counts when the ones before it matched, so the
-    teacher-forced ``matches[d - 1]`` (see ``greedy_matches``) give every block exactly.
+    teacher-forced ``matches[d - 1]`` (see ``greedy_proposals``) give every block exactly.
+    With ``sure`` (the confidence gate's verdicts, same shape) a block stops before its first unsure proposal.
     """
-    accepted = drafted = 0
+    accepted = proposed = 0
     pos, total = 1, len(matches[0])
     while pos < total:
         block = min(draft_len, total - pos)
+        if sure is not None:
+            block = next((k for k in range(block) if not sure[k][pos + k]), block)
         run = 0
         while run < block and matches[run][pos + run]:
             run += 1
         accepted += run
-        drafted += block
+        proposed += block
         pos += run + 1
-    return accepted, drafted
+    return accepted, proposed
 
 
-def acceptance(draft, samples: Sequence[Sample], draft_len: int) -> dict:
+def acceptance(draft, samples: Sequence[Sample], draft_len: int, gates: Sequence[float] = ()) -> dict:
+    """Greedy acceptance over ``samples``, and under ``gates`` (the engines' ``--draft-confidence`` values)."""
     accepted = drafted = agree = total = 0
+    gated = {g: [0, 0] for g in gates}  # accepted, proposed
     for s in samples:
-        m = greedy_matches(draft, s, draft_len)
+        m, top = greedy_proposals(draft, s, draft_len)
         a, d = block_acceptance(m, draft_len)
         accepted, drafted = accepted + a, drafted + d
         agree, total = agree + sum(m[0]), total + len(m[0])
-    return {
+        for g, sums in gated.items():
+            a, d = block_acceptance(m, draft_len, [[x >= g for x in row] for row in top])
+            sums[0], sums[1] = sums[0] + a, sums[1] + d
+    result = {
         "draft_len": draft_len,
         "acceptance_rate": round(accepted / drafted, 4),
         "accepted": accepted,
@@ -627,6 +641,17 @@ def acceptance(draft, samples: Sequence[Sample], draft_len: int) -> dict:
         "eval_prompts": len(samples),
         "eval_answer_tokens": total,
     }
+    if gated:
+        result["gated"] = [
+            {
+                "draft_confidence": g,
+                "acceptance_rate": round(a / max(d, 1), 4),
+                "accepted": a,
+                "proposed": d,
+            }
+            for g, (a, d) in gated.items()
+        ]
+    return result
 
 
 @torch.inference_mode()
@@ -694,6 +719,16 @@ def write_card(out: Path, stats: dict) -> None:
         else ""
     )
     kind = _card_kind(cfg, arch)
+    gates = "; ".join(
+        f"{g['draft_confidence']}: {g['acceptance_rate']:.3f} ({g['accepted']:,} of {g['proposed']:,})"
+        for g in ev.get("gated", [])
+    )
+    gated = (
+        "\n\nWith the engines' confidence gate (`--draft-confidence τ`: a block stops before the first proposal"
+        f" whose draft top-1 probability is below τ), accepted / proposed at L = {ev['draft_len']} for τ = {gates}."
+        if gates
+        else ""
+    )
     text = f"""# smol-draft
 
 Draft model of the `smol` preset, distilled from its verifier, SmolLM2-135M-Instruct, by
@@ -759,7 +794,7 @@ Greedy acceptance at draft length L = {ev["draft_len"]} on the {ev["eval_prompts
 ({ev["accepted"]:,} of {ev["drafted"]:,} drafted tokens accepted; a block's accepted count is the prefix of
 the draft's greedy tokens that matches the verifier's greedy continuation; blocks start after the verifier's
 first token, as in the engines). Top-1 agreement of a block's first proposal with the
-verifier: {ev["top1_agreement"]:.3f}.
+verifier: {ev["top1_agreement"]:.3f}.{gated}
 
 Per-token forward time at batch 1 through the engines' packed forward (draft in {cfg["train_dtype"]},
 verifier in float32, median of {lat["repeats"]} runs of {lat["steps"]} decode steps): draft {lat["draft_ms"]} ms,
@@ -831,7 +866,7 @@ def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg
     from engine.shared_draft import load_shared_draft, stored_compute_dtype
 
     draft = load_shared_draft(out, verifier, stored_compute_dtype(out) or torch.float32, torch.device("cpu"))
-    ev = acceptance(draft, eval_samples, cfg.draft_len)
+    ev = acceptance(draft, eval_samples, cfg.draft_len, EVAL_GATES)
     log.info(
         "greedy acceptance at L=%d: %.4f (top-1 agreement %.4f)",
         cfg.draft_len,

@@ -124,11 +124,12 @@ class DraftBlock:
 
     seqs: list[Sequence]
     rows: SamplingRows
-    lens: list[int]  # [B] tokens drafted per row; 0 = plain verifier step for that row
+    lens: list[int]  # [B] tokens proposed per row; 0 = plain verifier step for that row
     tokens: torch.Tensor  # [B, Lmax] long; row b valid up to lens[b]
     probs: torch.Tensor  # [B, Lmax, V] draft distributions; zero rows beyond lens[b]
     fed: list[list[int]]  # [B] draft_pending tokens this block fed into the draft cache
     draft_len_before: list[int]  # [B] draft cache length before the block
+    forwards: list[int]  # [B] draft forwards the row ran: lens[b], or lens[b] + 1 when the confidence gate stopped it
     ready_event: object | None = None  # CUDA event marking the block's tensors as written
     draft_s: float = 0.0  # wall time of the draft forwards
     emitted_before: int = 0  # tokens the rows had emitted before this block
@@ -139,15 +140,25 @@ def draft_lengths(seqs: list[Sequence], draft_len: int) -> list[int]:
     return [max(0, min(draft_len, seq.remaining - 1)) for seq in seqs]
 
 
-def draft_block(draft: ModelRunner | None, seqs: list[Sequence], lens: list[int], rows: SamplingRows) -> DraftBlock:
-    """Run the draft autoregressively: max(lens) batched forwards, one per draft position.
+def draft_block(
+    draft: ModelRunner | None, seqs: list[Sequence], lens: list[int], rows: SamplingRows, confidence: float = 0.0
+) -> DraftBlock:
+    """Run the draft autoregressively: up to max(lens) batched forwards, one per draft position.
 
-    Tokens stay on the device between positions (no host sync). A draft that
-    reads hidden states reads the verifier's for the pending tokens and its own
-    from the previous position after that. Mutates: the draft caches,
-    ``draft_pending`` and ``draft_features`` of rows with lens > 0.
+    ``confidence`` > 0 is a gate: a row stops at the first position where the
+    draft's own top-1 probability (softmax of its logits, before temperature
+    and truncation) is below it, and that position's token is not proposed.
+    The gate looks only at the draft's distribution for the position, never at
+    the token sampled from it, so which positions get proposed depends on the
+    prefix alone and the acceptance rule stays exact. It costs one host sync per
+    draft position; without it tokens stay on the device between positions.
+
+    A draft that reads hidden states reads the verifier's for the pending
+    tokens and its own from the previous position after that. Mutates: the
+    draft caches, ``draft_pending`` and ``draft_features`` of rows with lens > 0.
     """
     batch, width = len(seqs), max(lens, default=0)
+    lens, forwards = list(lens), [0] * batch
     device = rows.temperature.device
     vocab = draft.vocab_size if draft is not None else 0
     reads = draft is not None and draft.takes_features
@@ -158,6 +169,8 @@ def draft_block(draft: ModelRunner | None, seqs: list[Sequence], lens: list[int]
     before = [seq.draft_kv.length if seq.draft_kv is not None else 0 for seq in seqs]
     for k in range(width):
         active = [b for b in range(batch) if lens[b] > k]
+        if not active:
+            break
         index = torch.tensor(active, device=device)
         features = None
         if k == 0:
@@ -182,12 +195,20 @@ def draft_block(draft: ModelRunner | None, seqs: list[Sequence], lens: list[int]
         p = probabilities(logits, sub)
         tokens[index, k] = sample(p, sub)
         probs[index, k] = p
-    for seq, n in zip(seqs, lens, strict=True):
-        if n > 0:
+        for b in active:
+            forwards[b] = k + 1
+        if confidence > 0:
+            sure = (torch.softmax(logits.float(), dim=-1).amax(dim=-1) >= confidence).tolist()
+            for b, ok in zip(active, sure, strict=True):
+                if not ok:
+                    lens[b] = k
+                    probs[b, k] = 0
+    for seq, ran in zip(seqs, forwards, strict=True):
+        if ran:
             seq.draft_pending = []
             seq.draft_features = None
     emitted = sum(seq.request.num_output_tokens for seq in seqs)
-    return DraftBlock(seqs, rows, lens, tokens, probs, fed, before, emitted_before=emitted)
+    return DraftBlock(seqs, rows, lens, tokens, probs, fed, before, forwards, emitted_before=emitted)
 
 
 # --------------------------------------------------------------------------
@@ -260,19 +281,20 @@ def accept_block(
             last_kind = TokenKind.BONUS if n == drafted else TokenKind.CORRECTION
         # verifier cache holds [.., pending, d_1..d_L]; keep [.., pending, d_1..d_n]
         seq.verifier_kv.truncate(seq.verifier_kv.length - (drafted - n))
+        ran = block.forwards[b]
         if seq.draft_kv is not None and hidden is not None:
             # hidden[b, j] is the verifier's at [pending, d_1..d_n][j]: what the token after it reads
-            if drafted > 0:
+            if ran:
                 seq.draft_kv.truncate(block.draft_len_before[b] + len(block.fed[b]))
                 seq.draft_pending, seq.draft_features = kept + [nxt], hidden[b, : n + 1]
             else:
                 seq.draft_pending.append(nxt)
                 seq.draft_features = torch.cat([seq.draft_features, hidden[b, :1]])
         elif seq.draft_kv is not None:
-            if drafted > 0:
-                # draft cache got fed + d_1..d_{L-1}; keep what is still on the accepted path
+            if ran:
+                # draft cache got fed + d_1..d_{ran-1}; keep what is still on the accepted path
                 context = block.fed[b] + kept + [nxt]
-                keep = min(len(block.fed[b]) + drafted - 1, len(block.fed[b]) + n)
+                keep = len(block.fed[b]) + min(ran - 1, n)
                 seq.draft_kv.truncate(block.draft_len_before[b] + keep)
                 seq.draft_pending = context[keep:]
             else:

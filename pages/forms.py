@@ -125,10 +125,25 @@ def _controller(prefix: str) -> ControllerConfig:
     )
     if kind == "fixed":
         length = st.slider("Draft length L", 0, 16, key=f"{prefix}.draft_len", persist_state=KEEP)
-        return ControllerConfig("fixed", draft_len=length, min_len=0, max_len=max(length, 1))
+        return ControllerConfig(
+            "fixed", draft_len=length, min_len=0, max_len=max(length, 1), draft_confidence=confidence_gate(prefix)
+        )
     low, high = st.slider("L bounds", 0, 16, key=f"{prefix}.bounds", persist_state=KEEP)
     start = st.slider("Starting L", 0, 16, key=f"{prefix}.draft_len", persist_state=KEEP)
-    return ControllerConfig(kind, draft_len=start, min_len=low, max_len=high)
+    return ControllerConfig(kind, draft_len=start, min_len=low, max_len=high, draft_confidence=confidence_gate(prefix))
+
+
+def confidence_gate(prefix: str, where=st) -> float:
+    """The draft confidence gate's slider; ``where`` is the container to draw it in."""
+    return where.slider(
+        "Draft confidence gate",
+        0.0,
+        0.95,
+        step=0.05,
+        key=f"{prefix}.draft_confidence",
+        persist_state=KEEP,
+        help="a request stops drafting where the draft's top-1 probability falls below this; 0 = always draft L",
+    )
 
 
 def _attempt(problems: list[str], draw, *args):

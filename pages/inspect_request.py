@@ -12,6 +12,7 @@ import streamlit as st
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from metrics.request_metrics import request_metrics
 from pages import controls, figures, tables
+from pages.forms import confidence_gate
 from pages.inspect_launch import InspectLaunch, InspectSpec, InspectView
 from pages.run_manager import run_manager
 from pages.settings import ENGINE_ORDER, preset_options
@@ -35,7 +36,7 @@ def describe_end(view: InspectView) -> str:
 
 st.header("Inspect one request", divider="gray")
 prompt = st.text_area("Prompt", key="inspect.prompt", persist_state=KEEP, height=100)
-cols = st.columns(5)
+cols = st.columns(6)
 engine = cols[0].selectbox(
     "Engine", ENGINE_ORDER, format_func=figures.engine_label, key="inspect.engine", persist_state=KEEP
 )
@@ -43,10 +44,11 @@ preset = cols[1].selectbox("Model preset", preset_options(), key="inspect.preset
 max_new = cols[2].number_input("Max new tokens", 1, 1024, key="inspect.max_new_tokens", persist_state=KEEP)
 temperature = cols[3].slider("Temperature", 0.0, 2.0, step=0.05, key="inspect.temperature", persist_state=KEEP)
 length = cols[4].slider("Draft length L", 0, 16, key="inspect.draft_len", persist_state=KEEP)
+gate = confidence_gate("inspect", cols[5])
 
 spec, problem = None, None
 try:
-    controller = ControllerConfig("fixed", draft_len=length, min_len=0, max_len=max(length, 1))
+    controller = ControllerConfig("fixed", draft_len=length, min_len=0, max_len=max(length, 1), draft_confidence=gate)
     spec = InspectSpec(
         preset=preset,
         engine=engine,

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from engine.config import ControllerConfig
 from engine.presets import DEFAULT_PRESET, PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +54,7 @@ def _replay_defaults(prefix: str) -> dict[str, Any]:
         f"{prefix}.controller": "fixed",
         f"{prefix}.draft_len": 4,
         f"{prefix}.bounds": (1, 8),  # feedback/goodput: beyond 8 a small draft's acceptance rarely pays
+        f"{prefix}.draft_confidence": ControllerConfig().draft_confidence,
         f"{prefix}.slo": False,
         f"{prefix}.ttft_slo_ms": 2000.0,
         f"{prefix}.tpot_slo_ms": 200.0,
@@ -84,4 +86,5 @@ def session_defaults() -> dict[str, Any]:
         "inspect.max_new_tokens": 64,
         "inspect.temperature": 0.0,
         "inspect.draft_len": 4,
+        "inspect.draft_confidence": ControllerConfig().draft_confidence,
     }

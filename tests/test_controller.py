@@ -97,6 +97,9 @@ def test_invalid_controller_config_is_refused_with_a_message():
         ControllerConfig(kind="magic")
     with pytest.raises(ValueError, match="draft length"):
         ControllerConfig(draft_len=12, max_len=8)
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match="draft confidence must be in"):
+            ControllerConfig(draft_confidence=bad)
 
 
 def test_goodput_probes_again_after_running_without_speculation():
@@ -126,3 +129,12 @@ def test_goodput_speculates_when_per_token_acceptance_pays_even_if_accepted_over
     assert ctrl.token_acceptance == pytest.approx(0.5, abs=0.1)
     assert ctrl.next_length(CALM) == 1
     assert "per-token acceptance" in ctrl.changes[-1].reason
+
+
+def test_goodput_prices_a_draft_position_by_the_forwards_that_ran():
+    # the confidence gate cut every block to 1 proposal after 2 draft forwards: a position costs 10 ms, not 20
+    ctrl = make_controller(ControllerConfig(kind="goodput", draft_len=4, max_len=8, draft_confidence=0.5))
+    for _ in range(4):
+        ctrl.observe(StepObservation(4, 1, 4, 2, 0.02, 0.05, 2, draft_positions=2))
+    per_position, _, _ = ctrl.costs(4)
+    assert per_position == pytest.approx(0.01)

@@ -77,6 +77,16 @@ def test_block_acceptance_replays_greedy_speculation(matches, expected):
     assert block_acceptance(matches, 4) == expected
 
 
+def test_block_acceptance_with_the_gate_stops_each_block_before_its_first_unsure_proposal():
+    matches = [[True] * 8] * 4
+    sure = [[True] * 8, [True, True, False, True, True, True, True, True], [True] * 8, [True] * 8]
+    # block 1 proposes token 1 only (its proposal 2, at token 2, is unsure) and the verifier adds token 2;
+    # block 2 proposes tokens 3..6 and the verifier adds token 7
+    assert block_acceptance(matches, 4, sure) == (5, 5)
+    never = [[False] * 8] * 4
+    assert block_acceptance(matches, 4, never) == (0, 0)  # every step is the verifier's own token
+
+
 def test_every_config_field_is_a_flag_and_the_defaults_are_the_committed_recipe():
     args, cfg = parse_args(["--out", "x", "--reads", "hidden", "--mlp-size", "512", "--vocab-subset", "1024"])
     assert cfg.reads == "hidden" and cfg.mlp_size == 512 and cfg.vocab_subset == 1024
@@ -105,10 +115,12 @@ def test_training_autocast_lowers_matmuls_only_when_asked():
 def test_the_card_states_the_measured_figures_and_its_own_directory_size(tmp_path):
     stats = json.loads((COMMITTED / STATS).read_text())
     stats["eval"] = {**stats["eval"], "acceptance_rate": 0.4321, "accepted": 4321, "drafted": 10000}
+    stats["eval"]["gated"] = [{"draft_confidence": 0.3, "acceptance_rate": 0.6543, "accepted": 6543, "proposed": 10000}]
     (tmp_path / "model.safetensors").write_bytes(b"x" * 1000)
     write_record(tmp_path, stats)
     card = (tmp_path / "README.md").read_text()
     assert "**0.432**" in card and "4,321 of 10,000 drafted tokens" in card
+    assert "τ = 0.3: 0.654 (6,543 of 10,000)" in card
     size = sum(p.stat().st_size for p in tmp_path.iterdir())
     assert f"| directory size | {size:,} bytes" in card
     assert f"| `README.md` | {(tmp_path / 'README.md').stat().st_size:,} |" in card

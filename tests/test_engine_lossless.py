@@ -32,6 +32,9 @@ PROMPTS = [
 ]
 
 
+GATE = 0.3  # the tiny draft is often less sure than this, so the gate fires on many positions but not all
+
+
 def make_requests(pair, max_new=lambda i: 4 + 3 * (i % 7), stop=()):
     return [
         Request(f"r{i}", pair.encode_prompt(text), SamplingParams(max_new_tokens=max_new(i), stop_token_ids=stop))
@@ -81,13 +84,41 @@ def test_pdv_lossless_with_hybrid_mode_on_and_off(tiny_pair, references, hybrid_
 
 
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
-def test_draft_equal_to_verifier_accepts_everything(tiny_pair, references, engine):
+@pytest.mark.parametrize("confidence", [0.0, GATE])
+def test_draft_equal_to_verifier_accepts_everything(tiny_pair, references, engine, confidence):
+    # every proposal matches only if the draft cache is exactly the verifier's after each step, gated or not
     pair = replace(tiny_pair, draft=ModelRunner(tiny_pair.verifier.model, "draft"))
-    requests, _ = run(pair, engine)
+    config = EngineConfig(engine=engine, controller=ControllerConfig(draft_confidence=confidence))
+    requests, _ = run(pair, engine, config)
     assert sum(r.drafted for r in requests) > 0
     assert sum(r.accepted for r in requests) == sum(r.drafted for r in requests)
     for r in requests:
         assert r.output_token_ids == references[r.request_id]
+    if confidence:
+        # the gate cut blocks short: some steps proposed fewer than L tokens with more than L left to emit
+        steps = [(s, left) for r in requests for s, left in zip(r.steps, remaining_before_steps(r), strict=True)]
+        assert any(s.draft_len < min(4, left - 1) for s, left in steps)
+
+
+def remaining_before_steps(request) -> list[int]:
+    """Tokens each verify step of ``request`` was still allowed to emit."""
+    left, out = request.params.max_new_tokens - 1, []  # the first token comes from prefill
+    for step in request.steps:
+        out.append(left)
+        left -= step.accepted + 1
+    return out
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
+def test_the_confidence_gate_proposes_fewer_tokens_and_keeps_the_output(tiny_pair, references, engine):
+    full, _ = run(tiny_pair, engine)
+    gated, _ = run(tiny_pair, engine, EngineConfig(engine=engine, controller=ControllerConfig(draft_confidence=GATE)))
+    for r in gated:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == references[r.request_id], r.request_id
+    assert 0 < sum(r.drafted for r in gated) < sum(r.drafted for r in full)
+    rate = sum(r.accepted for r in gated) / sum(r.drafted for r in gated)
+    assert rate > sum(r.accepted for r in full) / sum(r.drafted for r in full)
 
 
 def test_bad_draft_is_rejected_but_output_is_unchanged(tiny_pair, references):

@@ -8,6 +8,7 @@ from scipy.stats import chisquare
 from engine.base import make_engine
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from engine.request import Request
+from tests.test_engine_lossless import GATE
 
 
 def second_token_marginal(model, prompt: list[int]) -> np.ndarray:
@@ -34,9 +35,11 @@ def merged_chisquare(counts: np.ndarray, probs: np.ndarray, min_expected: float 
     return chisquare(obs, exp).pvalue
 
 
-def sampled_second_tokens(pair, engine: str, prompt: list[int], trials: int = 800) -> np.ndarray:
+def sampled_second_tokens(
+    pair, engine: str, prompt: list[int], trials: int = 800, confidence: float = 0.0
+) -> np.ndarray:
     """Counts of the second output token over ``trials`` seeded samples (T = 1, L = 3) through ``engine``."""
-    config = EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3))
+    config = EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3, draft_confidence=confidence))
     eng = make_engine(engine, pair, config)
     requests = [
         Request(f"s{i}", prompt, SamplingParams(temperature=1.0, max_new_tokens=4, seed=i, stop_token_ids=()))
@@ -46,7 +49,12 @@ def sampled_second_tokens(pair, engine: str, prompt: list[int], trials: int = 80
         eng.generate(requests, timeout=300)
     finally:
         eng.stop()
-    assert sum(r.drafted for r in requests) > trials  # the second token did go through speculation
+    # the second token went through speculation: proposed by the draft, or (gated) left to the verifier
+    proposed = sum(r.steps[0].draft_len > 0 for r in requests)
+    if confidence:
+        assert trials / 10 < proposed < trials * 9 / 10, proposed  # the gate chose both ways often
+    else:
+        assert proposed == trials
     return np.bincount([r.output_token_ids[1] for r in requests], minlength=pair.verifier.vocab_size)
 
 
@@ -59,6 +67,14 @@ def test_sampled_second_token_follows_verifier_distribution(tiny_pair, engine):
     # power check: the draft's own marginal is told apart by the same test
     draft_marginal = second_token_marginal(tiny_pair.draft.model, prompt)
     assert merged_chisquare(second, draft_marginal) < 1e-3
+
+
+def test_sampled_second_token_follows_verifier_distribution_with_the_confidence_gate(tiny_pair):
+    # the gate decides from the draft's distribution, never from the token it sampled, so nothing is biased
+    prompt = tiny_pair.encode_prompt("hi")
+    second = sampled_second_tokens(tiny_pair, "baseline", prompt, confidence=GATE)
+    exact = second_token_marginal(tiny_pair.verifier.model, prompt)
+    assert merged_chisquare(second, exact) > 1e-3
 
 
 def test_seeded_request_samples_the_same_tokens_whatever_its_batch(tiny_pair):

@@ -66,9 +66,11 @@ def test_a_feature_draft_refuses_to_run_without_features(draft):
 
 
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
-def test_greedy_output_is_the_verifiers(pair, engine):
+@pytest.mark.parametrize("confidence", [0.0, 0.1])
+def test_greedy_output_is_the_verifiers(pair, engine, confidence):
     # a 5-token prefill chunk splits every prompt, so the hidden state carried between chunks is exercised
-    config = EngineConfig(engine=engine, prefill_chunk_tokens=5, controller=ControllerConfig(draft_len=3))
+    controller = ControllerConfig(draft_len=3, draft_confidence=confidence)
+    config = EngineConfig(engine=engine, prefill_chunk_tokens=5, controller=controller)
     prompts = ["Hello, World! 123", "zzz", "a longer prompt that takes several chunks", "UPPER case"]
     requests = greedy_run_matches_verifier(pair, engine, prompts, 24, config)
     assert sum(r.drafted for r in requests) > 0

@@ -23,6 +23,7 @@ BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic
         (["--dataset", "/no/such/file.json"], "/no/such/file.json does not exist"),
         (["--num-requests", "0"], "--num-requests must be >= 1"),
         (["--draft-len", "99"], "draft length"),
+        (["--draft-confidence", "1.5"], "draft confidence must be in [0, 1)"),
         (["--temperature", "-1"], "temperature"),
         (["--ttft-slo-ms", "-5"], "TTFT SLO"),
         (["--sample-hz", "1"], "--sample-hz must be >= 2"),

@@ -25,7 +25,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from engine.config import CONTROLLERS, DTYPE_HELP, DTYPES, ENGINES, ControllerConfig, EngineConfig, SamplingParams
+from engine.config import (
+    DTYPE_HELP,
+    DTYPES,
+    ENGINES,
+    EngineConfig,
+    SamplingParams,
+    add_controller_args,
+    controller_from_args,
+)
 from metrics.export import check_appendable, jsonable
 from metrics.summary import SLO, RunSummary
 from metrics.timeseries import DEFAULT_HZ
@@ -111,10 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     models.add_argument("--dtype", choices=DTYPES, default=None, help=DTYPE_HELP)
     eng = p.add_argument_group("engine")
-    eng.add_argument("--controller", default="fixed", choices=CONTROLLERS)
-    eng.add_argument("--draft-len", type=int, default=ControllerConfig.draft_len)
-    eng.add_argument("--min-draft-len", type=int, default=ControllerConfig.min_len)
-    eng.add_argument("--max-draft-len", type=int, default=ControllerConfig.max_len)
+    add_controller_args(eng)
     eng.add_argument("--max-batch-size", type=int, default=EngineConfig.max_batch_size)
     eng.add_argument("--max-cache-tokens", type=int, default=EngineConfig.max_cache_tokens)
     eng.add_argument("--prefill-chunk-tokens", type=int, default=EngineConfig.prefill_chunk_tokens)
@@ -186,12 +191,7 @@ def plan_from_args(args: argparse.Namespace):
     try:
         engines = tuple(dict.fromkeys(_list(args.engines, _engine, "--engines")))
         policies = _policies(args)
-        controller = ControllerConfig(
-            kind=args.controller,
-            draft_len=args.draft_len,
-            min_len=args.min_draft_len,
-            max_len=args.max_draft_len,
-        )
+        controller = controller_from_args(args)
         config = EngineConfig(
             engine=engines[0],
             controller=controller,
