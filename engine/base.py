@@ -269,8 +269,8 @@ class Engine(ABC):
             length = self.controller.next_length(LoadSignals(verify_queue, p95, len(seqs)))
         rows = SamplingRows.build([s.request.params for s in seqs], [s.generator for s in seqs], self.pair.device)
         start = time.perf_counter()
-        lens = draft_lengths(seqs, length)
-        block = draft_block(self.pair.draft, seqs, lens, rows, self.config.controller.draft_confidence)
+        gate = self.config.controller.draft_confidence
+        block = draft_block(self.pair.draft, seqs, draft_lengths(seqs, length), rows, gate)
         block.draft_s = time.perf_counter() - start
         return block
 

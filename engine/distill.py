@@ -569,7 +569,7 @@ def student_reads_hidden(draft) -> bool:
 @torch.inference_mode()
 def greedy_proposals(draft, sample: Sample, draft_len: int) -> tuple[list[list[bool]], list[list[float]]]:
     """``matches[d][g]``: is the draft's greedy proposal ``d + 1`` of a block, made where answer token ``g`` is
-    predicted, that token? (The block's earlier proposals being the verifier's tokens.) ``sure[d][g]``: the
+    predicted, that token? (The block's earlier proposals being the verifier's tokens.) ``top[d][g]``: the
     draft's top-1 probability there, which the engines' confidence gate compares with its threshold.
 
     A draft that reads only tokens proposes the same at every depth once its
@@ -584,13 +584,13 @@ def greedy_proposals(draft, sample: Sample, draft_len: int) -> tuple[list[list[b
     features = sample.features[: seq.shape[1]].unsqueeze(0)
     features = torch.cat([features, features.new_zeros(1, seq.shape[1] - features.shape[1], features.shape[2])], 1)
     head = draft.lm_head
-    matches, sure = [], []
+    matches, tops = [], []
     for hidden in unrolled_hidden(draft, seq, features, draft_len):
         at = hidden[0, p - 1 : p - 1 + len(answer)]
         top = head.subset_logits(at.to(head.weight.dtype)).float().softmax(-1).max(-1)
         matches.append((head.vocab_index[top.indices] == answer).tolist())
-        sure.append(top.values.tolist())
-    return matches, sure
+        tops.append(top.values.tolist())
+    return matches, tops
 
 
 def block_acceptance(
