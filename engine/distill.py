@@ -61,6 +61,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from tqdm import tqdm
@@ -593,10 +594,16 @@ def greedy_proposals(draft, sample: Sample, draft_len: int) -> tuple[list[list[b
     return matches, tops
 
 
+class Replay(NamedTuple):
+    accepted: int
+    proposed: int
+    rejected: int  # blocks that ended at a proposal the verifier refused
+
+
 def block_acceptance(
     matches: Sequence[Sequence[bool]], draft_len: int, sure: Sequence[Sequence[bool]] | None = None
-) -> tuple[int, int]:
-    """(accepted, proposed) when greedy speculative decoding replays the verifier's answer.
+) -> Replay:
+    """Token and block counts when greedy speculative decoding replays the verifier's answer.
 
     The verifier makes answer token 0 at prefill. Each block then drafts
     ``draft_len`` tokens (fewer at the end of the answer); the accepted count is
@@ -605,7 +612,7 @@ def block_acceptance(
     teacher-forced ``matches[d - 1]`` (see ``greedy_proposals``) give every block exactly.
     With ``sure`` (the confidence gate's verdicts, same shape) a block stops before its first unsure proposal.
     """
-    accepted = proposed = 0
+    accepted = proposed = rejected = 0
     pos, total = 1, len(matches[0])
     while pos < total:
         block = min(draft_len, total - pos)
@@ -616,27 +623,36 @@ def block_acceptance(
             run += 1
         accepted += run
         proposed += block
+        rejected += run < block
         pos += run + 1
-    return accepted, proposed
+    return Replay(accepted, proposed, rejected)
 
 
 def acceptance(draft, samples: Sequence[Sample], draft_len: int, gates: Sequence[float] = ()) -> dict:
     """Greedy acceptance over ``samples``, and under ``gates`` (the engines' ``--draft-confidence`` values)."""
-    accepted = drafted = agree = total = 0
+    accepted = drafted = rejected = agree = total = 0
     gated = {g: [0, 0] for g in gates}  # accepted, proposed
     for s in samples:
         m, top = greedy_proposals(draft, s, draft_len)
-        a, d = block_acceptance(m, draft_len)
-        accepted, drafted = accepted + a, drafted + d
+        replay = block_acceptance(m, draft_len)
+        accepted, drafted, rejected = (
+            accepted + replay.accepted,
+            drafted + replay.proposed,
+            rejected + replay.rejected,
+        )
         agree, total = agree + sum(m[0]), total + len(m[0])
         for g, sums in gated.items():
-            a, d = block_acceptance(m, draft_len, [[x >= g for x in row] for row in top])
+            a, d, _ = block_acceptance(m, draft_len, [[x >= g for x in row] for row in top])
             sums[0], sums[1] = sums[0] + a, sums[1] + d
     result = {
         "draft_len": draft_len,
         "acceptance_rate": round(accepted / drafted, 4),
         "accepted": accepted,
         "drafted": drafted,
+        "rejected": rejected,
+        # the chance that a proposal the verifier gets to judge is accepted (Leviathan et al.'s alpha);
+        # the engines' goodput controller estimates the same ratio
+        "per_token_acceptance": round(accepted / max(accepted + rejected, 1), 4),
         "top1_agreement": round(agree / total, 4),
         "eval_prompts": len(samples),
         "eval_answer_tokens": total,
@@ -652,6 +668,29 @@ def acceptance(draft, samples: Sequence[Sample], draft_len: int, gates: Sequence
             for g, (a, d) in gated.items()
         ]
     return result
+
+
+@torch.inference_mode()
+def exit_agreement(verifier, samples: Sequence[Sample]) -> dict:
+    """How early the verifier settles on its greedy token: for k = 1 .. all of its layers, the share of
+    answer tokens that its own final norm and output layer, applied after its first k layers, predict.
+
+    A draft that costs a fifth of a verifier forward has to match what the full stack decides; this shows
+    how much of that decision the verifier itself has made a layer or a few before its end.
+    """
+    layers = verifier.config.num_hidden_layers
+    agree, total = [0] * layers, 0
+    for s in samples:
+        seq = torch.cat([s.prompt_ids, s.answer_ids]).unsqueeze(0)
+        p, answer = len(s.prompt_ids), s.answer_ids
+        states = verifier.model(input_ids=seq, output_hidden_states=True).hidden_states
+        for k in range(1, layers + 1):
+            at = states[k][0, p - 1 : p - 1 + len(answer)]
+            if k < layers:  # the model's last entry already went through its final norm
+                at = verifier.model.norm(at)
+            agree[k - 1] += int((verifier.lm_head(at).argmax(-1) == answer).sum())
+        total += len(answer)
+    return {"answer_tokens": total, "top1_agreement": [round(a / total, 4) for a in agree]}
 
 
 @torch.inference_mode()
@@ -729,6 +768,26 @@ def write_card(out: Path, stats: dict) -> None:
         if gates
         else ""
     )
+    per_token = (
+        f" Per-token acceptance, accepted / (accepted + rejected blocks), the chance that a proposal the verifier"
+        f" gets to judge is accepted (Leviathan et al.'s α): {ev['per_token_acceptance']:.3f}"
+        f" ({ev['accepted']:,} of {ev['accepted'] + ev['rejected']:,})."
+        if "per_token_acceptance" in ev
+        else ""
+    )
+    exits = s.get("layer_exit")
+    if exits:
+        agreement = exits["top1_agreement"]
+        shown = sorted({k for k in range(5, len(agreement), 5)} | set(range(len(agreement) - 4, len(agreement))))
+        cut = ", ".join(f"{k}: {agreement[k - 1]:.3f}" for k in shown)
+        exits = (
+            "\n\nHow early the verifier itself settles on its token: its own final norm and output layer, applied"
+            f" after its first k of {len(agreement)} layers, predict its greedy token at this share of the"
+            f" {exits['answer_tokens']:,} held-out answer positions, for k = {cut}. Measured by the same command"
+            " with `--probe-layers`."
+        )
+    else:
+        exits = ""
     text = f"""# smol-draft
 
 Draft model of the `smol` preset, distilled from its verifier, SmolLM2-135M-Instruct, by
@@ -793,8 +852,8 @@ Greedy acceptance at draft length L = {ev["draft_len"]} on the {ev["eval_prompts
 ({ev["eval_answer_tokens"]:,} verifier answer tokens): **{ev["acceptance_rate"]:.3f}**
 ({ev["accepted"]:,} of {ev["drafted"]:,} drafted tokens accepted; a block's accepted count is the prefix of
 the draft's greedy tokens that matches the verifier's greedy continuation; blocks start after the verifier's
-first token, as in the engines). Top-1 agreement of a block's first proposal with the
-verifier: {ev["top1_agreement"]:.3f}.{gated}
+first token, as in the engines).{per_token} Top-1 agreement of a block's first proposal with the
+verifier: {ev["top1_agreement"]:.3f}.{gated}{exits}
 
 Per-token forward time at batch 1 through the engines' packed forward (draft in {cfg["train_dtype"]},
 verifier in float32, median of {lat["repeats"]} runs of {lat["steps"]} decode steps): draft {lat["draft_ms"]} ms,
@@ -918,6 +977,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, D
     parser.add_argument("--out", type=Path, required=True, help="output model directory")
     parser.add_argument("--eval-only", action="store_true", help="measure the draft already in --out")
     parser.add_argument(
+        "--probe-layers",
+        action="store_true",
+        help="also measure how often the verifier cut after k of its layers already makes its greedy token",
+    )
+    parser.add_argument(
         "--cache",
         type=Path,
         default=None,
@@ -973,6 +1037,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     out: Path = args.out
     if args.eval_only:
         result = evaluate(out, verifier, tokenizer, eval_samples, cfg)
+        if args.probe_layers:
+            result["layer_exit"] = exit_agreement(verifier, eval_samples)
         if (out / STATS).is_file():  # refresh the measured figures; the record of how it was trained stays
             write_record(out, {**json.loads((out / STATS).read_text()), **result})
         print(json.dumps(result, indent=1))
@@ -1035,6 +1101,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     measured = evaluate(out, verifier, tokenizer, eval_samples, cfg)
+    if args.probe_layers:
+        measured["layer_exit"] = exit_agreement(verifier, eval_samples)
     command = "python -m engine.distill --out " + str(args.out)
     changed = [f"--{k.replace('_', '-')} {v}" for k, v in asdict(cfg).items() if v != getattr(DistillConfig(), k)]
     command = " ".join([command, *changed])

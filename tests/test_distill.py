@@ -66,11 +66,11 @@ def test_tokens_outside_the_subset_are_skipped_not_counted():
     ("matches", "expected"),
     [
         # answer token 0 comes from prefill; then a full block of 4, the verifier's bonus token, the last 2
-        ([[True] * 8] * 4, (6, 6)),
-        ([[False] * 5] * 4, (0, 10)),  # every block is rejected at once and the verifier adds one token
-        ([[True, True, False, True, True, True, True, True]] * 4, (5, 8)),
+        ([[True] * 8] * 4, (6, 6, 0)),
+        ([[False] * 5] * 4, (0, 10, 4)),  # every block is rejected at once and the verifier adds one token
+        ([[True, True, False, True, True, True, True, True]] * 4, (5, 8, 1)),
         # the second proposal of the first block (token 2) misses, though token 2 is right at depth 1
-        ([[True] * 8, [True, True, False, True, True, True, True, True], [True] * 8, [True] * 8], (5, 8)),
+        ([[True] * 8, [True, True, False, True, True, True, True, True], [True] * 8, [True] * 8], (5, 8, 1)),
     ],
 )
 def test_block_acceptance_replays_greedy_speculation(matches, expected):
@@ -81,10 +81,10 @@ def test_block_acceptance_with_the_gate_stops_each_block_before_its_first_unsure
     matches = [[True] * 8] * 4
     sure = [[True] * 8, [True, True, False, True, True, True, True, True], [True] * 8, [True] * 8]
     # block 1 proposes token 1 only (its proposal 2, at token 2, is unsure) and the verifier adds token 2;
-    # block 2 proposes tokens 3..6 and the verifier adds token 7
-    assert block_acceptance(matches, 4, sure) == (5, 5)
+    # block 2 proposes tokens 3..6 and the verifier adds token 7; a block the gate cut short is not a rejection
+    assert block_acceptance(matches, 4, sure) == (5, 5, 0)
     never = [[False] * 8] * 4
-    assert block_acceptance(matches, 4, never) == (0, 0)  # every step is the verifier's own token
+    assert block_acceptance(matches, 4, never) == (0, 0, 0)  # every step is the verifier's own token
 
 
 def test_every_config_field_is_a_flag_and_the_defaults_are_the_committed_recipe():
@@ -115,12 +115,17 @@ def test_training_autocast_lowers_matmuls_only_when_asked():
 def test_the_card_states_the_measured_figures_and_its_own_directory_size(tmp_path):
     stats = json.loads((COMMITTED / STATS).read_text())
     stats["eval"] = {**stats["eval"], "acceptance_rate": 0.4321, "accepted": 4321, "drafted": 10000}
+    stats["eval"].update(rejected=1679, per_token_acceptance=0.7201)
+    stats["layer_exit"] = {"answer_tokens": 1234, "top1_agreement": [0.01 * k for k in range(1, 31)]}
     stats["eval"]["gated"] = [{"draft_confidence": 0.3, "acceptance_rate": 0.6543, "accepted": 6543, "proposed": 10000}]
     (tmp_path / "model.safetensors").write_bytes(b"x" * 1000)
     write_record(tmp_path, stats)
     card = (tmp_path / "README.md").read_text()
     assert "**0.432**" in card and "4,321 of 10,000 drafted tokens" in card
     assert "τ = 0.3: 0.654 (6,543 of 10,000)" in card
+    assert "(Leviathan et al.'s α): 0.720 (4,321 of 6,000)" in card
+    assert "1,234 held-out answer positions, for k = 5: 0.050, 10: 0.100," in card
+    assert "25: 0.250, 26: 0.260, 27: 0.270, 28: 0.280, 29: 0.290. Measured" in card
     size = sum(p.stat().st_size for p in tmp_path.iterdir())
     assert f"| directory size | {size:,} bytes" in card
     assert f"| `README.md` | {(tmp_path / 'README.md').stat().st_size:,} |" in card
@@ -173,3 +178,50 @@ def test_training_teaches_the_draft_the_verifiers_next_token(reads):
     after = acceptance(student, samples, cfg.draft_len)
     assert after["top1_agreement"] > before["top1_agreement"] + 0.1
     assert after["acceptance_rate"] > before["acceptance_rate"]
+
+
+def test_the_verifier_cut_after_all_of_its_layers_makes_its_own_greedy_answer():
+    from engine.distill import exit_agreement, generate_samples
+    from engine.models import tiny_models
+
+    verifier = tiny_models()[1].float().eval()
+    cfg = DistillConfig(max_new_tokens=8, gen_batch=4, top_k=3)
+    prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [40, 41]]
+    samples = generate_samples(verifier, prompts, cfg, eos_id=256, pad_id=256, desc="test")
+    with torch.inference_mode():
+        probe = exit_agreement(verifier, samples)
+    agreement = probe["top1_agreement"]
+    assert probe["answer_tokens"] == sum(len(s.answer_ids) for s in samples)
+    assert len(agreement) == verifier.config.num_hidden_layers
+    assert agreement[-1] == 1.0  # the whole stack is the verifier, whose greedy answer the samples hold
+    assert all(0.0 <= a <= 1.0 for a in agreement)
+
+
+def test_per_token_acceptance_counts_only_proposals_the_verifier_judged():
+    from engine.distill import acceptance
+
+    class Oracle:
+        """A token-reading draft whose teacher-forced greedy proposals match on a fixed pattern."""
+
+        def __init__(self, pattern):
+            self.pattern = pattern
+
+        def __call__(self, input_ids):
+            n = input_ids.shape[1]
+            nxt = torch.cat([input_ids[0, 1:], input_ids.new_zeros(1)])
+            logits = torch.full((1, n, 300), -10.0)
+            for i in range(n):
+                right = self.pattern[i] if i < len(self.pattern) else True
+                logits[0, i, int(nxt[i]) if right else 299] = 10.0
+            return type("Out", (), {"logits": logits})()
+
+    answer = torch.arange(10, 19)  # 9 answer tokens after a 1-token prompt
+    sample = Sample(torch.tensor([3]), answer, torch.zeros(9, 1, dtype=torch.int32), torch.zeros(9, 1), None)
+    # position i predicts answer token i; token 2 and token 6 miss
+    pattern = [True, True, False, True, True, True, False, True, True, True]
+    result = acceptance(Oracle(pattern), [sample], draft_len=4)
+    # block 1 at token 1: token 1 right, token 2 wrong -> 1 accepted, rejected; the verifier makes token 2
+    # block 2 at token 3: tokens 3, 4, 5 right, 6 wrong -> 3 accepted, rejected; the verifier makes token 6
+    # block 3 at token 7: tokens 7, 8 (the last two) right -> 2 accepted
+    assert (result["accepted"], result["drafted"], result["rejected"]) == (6, 10, 2)
+    assert result["per_token_acceptance"] == 0.75
