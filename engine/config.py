@@ -1,7 +1,10 @@
 """Validated configuration values shared by every engine.
 
-Each field maps one-to-one to a CLI flag of ``python -m engine generate`` and
-``python -m workloads replay``. Defaults carry a comment saying why.
+``python -m workloads replay`` has a flag for every field of ``SamplingParams``
+and ``EngineConfig`` and for the draft-length settings of ``ControllerConfig``
+(``add_controller_args``); ``python -m engine generate`` shares the sampling and
+draft-length flags and runs with the default ``EngineConfig``. Only
+``ControllerConfig.allow_zero`` has no flag. Defaults carry a comment saying why.
 """
 
 from __future__ import annotations
@@ -106,6 +109,18 @@ def add_controller_args(parser) -> None:
         default=defaults.draft_confidence,
         help="stop drafting a row where the draft's top-1 probability falls below this (0 = always draft L)",
     )
+    parser.add_argument(
+        "--target-verify-queue",
+        type=int,
+        default=defaults.target_verify_queue,
+        help="feedback controller: verify blocks waiting before it shortens L",
+    )
+    parser.add_argument(
+        "--target-decode-p95-ms",
+        type=float,
+        default=defaults.target_decode_p95_ms,
+        help="feedback controller: decode step p95 (ms) above which it shortens L (0 = no target)",
+    )
 
 
 def controller_from_args(args: argparse.Namespace) -> ControllerConfig:
@@ -115,4 +130,6 @@ def controller_from_args(args: argparse.Namespace) -> ControllerConfig:
         min_len=args.min_draft_len,
         max_len=args.max_draft_len,
         draft_confidence=args.draft_confidence,
+        target_verify_queue=args.target_verify_queue,
+        target_decode_p95_ms=args.target_decode_p95_ms,
     )

@@ -17,7 +17,7 @@
   the tokens drafted after a rejection never get a chance (at a = 0.45 and
   L = 4, accepted / drafted is about 0.2).
 
-Every change of L is logged with its reason (``changes``) for the dashboard.
+Every change of L is kept with its reason in the controller's ``changes`` list.
 """
 
 from __future__ import annotations
@@ -137,14 +137,16 @@ class FeedbackController(DraftLengthController):
             overloaded.append(f"verify queue {signals.verify_queue} > {cfg.target_verify_queue}")
         if cfg.target_decode_p95_ms and signals.decode_p95_ms > cfg.target_decode_p95_ms:
             overloaded.append(f"decode p95 {signals.decode_p95_ms:.0f} ms > {cfg.target_decode_p95_ms:.0f} ms")
+        if length == 0:  # nothing is drafted, so the acceptance reading is stale: only the load decides
+            if overloaded:
+                return 0, "; ".join(overloaded)
+            return max(1, cfg.min_len), "load back within target: probing speculation again"
         low = a is not None and a < ACCEPT_LOW
         floor = 0 if cfg.allow_zero else cfg.min_len
         if overloaded or low:
             reasons = overloaded + ([f"acceptance {a:.2f} < {ACCEPT_LOW}"] if low else [])
             target = length - 1 if length > cfg.min_len or (overloaded and low) else length
             return max(floor, target), "; ".join(reasons)
-        if length == 0:
-            return max(1, cfg.min_len), "load back within target: probing speculation again"
         if a is not None and a > ACCEPT_HIGH and length < cfg.max_len:
             return length + 1, f"acceptance {a:.2f} > {ACCEPT_HIGH} with load within target"
         return length, ""

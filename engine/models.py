@@ -278,7 +278,7 @@ def _shared_draft_dtype(path: str, requested: str | None, default: torch.dtype, 
     if own is None:
         return default
     if own == torch.bfloat16 and device.type == "cpu" and not cpu_has_bfloat16():
-        log.info("this CPU has no bfloat16 instructions: the draft runs in %s instead", default)
+        log.warning("this CPU has no bfloat16 instructions: the draft runs in %s instead", default)
         return default
     return own
 

@@ -66,9 +66,12 @@ def test_feedback_shrinks_when_decode_p95_is_over_target():
 def test_feedback_turns_speculation_off_under_overload_with_low_acceptance_and_probes_back():
     ctrl = make_controller(ControllerConfig(kind="feedback", draft_len=1, min_len=1))
     feed(ctrl, 0.05, draft_len=1)
-    assert ctrl.next_length(LoadSignals(verify_queue=9, decode_p95_ms=0, batch_size=8)) == 0
-    feed(ctrl, 0.9, draft_len=1)
+    overload = LoadSignals(verify_queue=9, decode_p95_ms=0, batch_size=8)
+    assert ctrl.next_length(overload) == 0
+    # at L = 0 nothing is drafted, so the engines observe no acceptance: the stale low reading must not pin L at 0
+    assert ctrl.next_length(overload) == 0
     assert ctrl.next_length(CALM) == 1
+    assert "probing" in ctrl.changes[-1].reason
 
 
 def test_expected_tokens_formula():
@@ -138,3 +141,16 @@ def test_goodput_prices_a_draft_position_by_the_forwards_that_ran():
         ctrl.observe(StepObservation(4, 1, 4, 2, 0.02, 0.05, 2, draft_positions=2))
     per_position, _, _ = ctrl.costs(4)
     assert per_position == pytest.approx(0.01)
+
+
+def test_the_feedback_targets_come_from_the_shared_cli_flags():
+    import argparse
+
+    from engine.config import add_controller_args, controller_from_args
+
+    parser = argparse.ArgumentParser()
+    add_controller_args(parser)
+    args = parser.parse_args(["--controller", "feedback", "--target-verify-queue", "5", "--target-decode-p95-ms", "40"])
+    cfg = controller_from_args(args)
+    assert (cfg.kind, cfg.target_verify_queue, cfg.target_decode_p95_ms) == ("feedback", 5, 40.0)
+    assert controller_from_args(parser.parse_args([])) == ControllerConfig()

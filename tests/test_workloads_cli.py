@@ -24,6 +24,8 @@ BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic
         (["--num-requests", "0"], "--num-requests must be >= 1"),
         (["--draft-len", "99"], "draft length"),
         (["--draft-confidence", "1.5"], "draft confidence must be in [0, 1)"),
+        (["--target-decode-p95-ms", "-1"], "controller targets must be >= 0"),
+        (["--top-k", "-2"], "top_k"),
         (["--temperature", "-1"], "temperature"),
         (["--ttft-slo-ms", "-5"], "TTFT SLO"),
         (["--sample-hz", "1"], "--sample-hz must be >= 2"),

@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrent-lanes",
         type=int,
         default=EngineConfig.concurrent_lanes,
-        help="lanes that may run on the device at once (0 = all)",
+        help="lanes that may run on the device at once (0 = auto: one on a CPU, every lane on CUDA)",
     )
     gen = p.add_argument_group("generation")
     gen.add_argument(
@@ -157,6 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument("--temperature", type=float, default=0.0)
     gen.add_argument("--top-p", type=float, default=1.0)
+    gen.add_argument("--top-k", type=int, default=0, help="0 = no top-k truncation")
     gen.add_argument("--ignore-eos", action="store_true", help="generate max tokens even past end-of-sequence")
     run = p.add_argument_group("measurement and output")
     run.add_argument("--ttft-slo-ms", type=float, help="goodput: TTFT objective")
@@ -207,6 +208,7 @@ def plan_from_args(args: argparse.Namespace):
         params = SamplingParams(
             temperature=args.temperature,
             top_p=args.top_p,
+            top_k=args.top_k,
             max_new_tokens=args.max_new_tokens,
             seed=args.seed,
             stop_token_ids=() if args.ignore_eos else None,
