@@ -13,6 +13,11 @@ Priorities when lanes compete for the device: decode > verify > prefill, and
 verify is promoted above decode when the sequences in queued verify blocks
 exceed the sequences ready to draft by more than ``verify_promote_margin``.
 
+At most ``micro_batches`` groups are out at once (being drafted, queued for
+verification or being verified). Requests that become ready while that many
+are out wait and join the next group, so arrivals merge into the groups
+instead of each starting a block of its own.
+
 Hybrid mode: with fewer than ``hybrid_threshold`` running requests there is
 nothing to pipeline against, so the decode lane drafts and verifies
 atomically, exactly as PD does.
@@ -38,7 +43,8 @@ class PDVEngine(PDEngine):
         self._qlock = threading.Lock()
         self._ready: deque[Sequence] = deque()  # sequences waiting to be drafted
         self._verify_queue: deque[DraftBlock] = deque()
-        self._in_flight = 0  # sequences inside queued or verifying blocks
+        self._in_flight = 0  # sequences the decode lane took: being drafted, in queued or verifying blocks
+        self._groups_out = 0  # groups counted in _in_flight
         self.hybrid_steps = 0  # decode steps run atomically (hybrid mode)
         self.pipelined_blocks = 0  # blocks handed to the verify lane
 
@@ -68,13 +74,29 @@ class PDVEngine(PDEngine):
             self._ready.extend(seqs)
 
     def _take_group(self) -> tuple[list[Sequence], bool]:
-        """Pop the next group to draft and whether to run it atomically (hybrid mode)."""
+        """Pop the next group to draft and whether to run it atomically (hybrid mode).
+
+        The group counts as in flight from here until its survivors are back in
+        the ready queue, so the prefill lane's batch limit always sees it.
+        """
         with self._qlock:
+            if self._groups_out >= self.config.micro_batches:
+                return [], False
             total = len(self._ready) + self._in_flight
             hybrid = total < self.config.hybrid_threshold
             size = len(self._ready) if hybrid else math.ceil(total / self.config.micro_batches)
             group = [self._ready.popleft() for _ in range(min(size, len(self._ready)))]
+            if group:
+                self._in_flight += len(group)
+                self._groups_out += 1
         return group, hybrid
+
+    def _return_group(self, taken: int, alive: list[Sequence]) -> None:
+        """A group of ``taken`` sequences is done with; ``alive`` go back to the ready queue."""
+        with self._qlock:
+            self._in_flight -= taken
+            self._groups_out -= 1
+            self._ready.extend(alive)
 
     # ----------------------------------------------------------------- decode
     def _decode_loop(self) -> None:
@@ -96,16 +118,16 @@ class PDVEngine(PDEngine):
                     block.ready_event = stream.record()
             except Exception as exc:
                 self._fail(group, exc)
+                self._return_group(len(group), [])
                 return
         if hybrid:
             event = stream.record()
             for seq in alive:
                 seq.handoff_event = event
-            self._hand_to_decode(alive)
+            self._return_group(len(group), alive)
             return
         with self._qlock:
             self._verify_queue.append(block)
-            self._in_flight += len(group)
             self.pipelined_blocks += 1
         self._notify()
 
@@ -127,7 +149,5 @@ class PDVEngine(PDEngine):
             event = stream.record()
         for seq in alive:
             seq.handoff_event = event
-        with self._qlock:
-            self._in_flight -= len(block.seqs)
-            self._ready.extend(alive)
+        self._return_group(len(block.seqs), alive)
         self._notify()

@@ -123,3 +123,33 @@ def test_the_controller_sees_every_rejection_the_requests_record(tiny_pair, engi
     steps = [s for r in requests for s in r.steps]
     assert sum(o.rejected for o in seen) == sum(s.accepted < s.draft_len for s in steps) > 0
     assert sum(o.accepted for o in seen) == sum(s.accepted for s in steps)
+
+
+@pytest.mark.parametrize("hybrid_threshold", [0, 100], ids=["pipelined", "hybrid"])
+def test_pdv_never_holds_more_requests_than_the_batch_limit(tiny_pair, hybrid_threshold):
+    config = EngineConfig(engine="pdv", max_batch_size=3, micro_batches=2, hybrid_threshold=hybrid_threshold)
+    eng = make_engine("pdv", tiny_pair, config)
+    submitted: list[Request] = []
+    seen: list[int] = []
+
+    def slowed(stage):
+        def run(*args, **kwargs):
+            time.sleep(0.05)  # the prefill lane admits every few ms meanwhile, if the limit lets it
+            seen.append(sum(r.status == RequestStatus.RUNNING for r in list(submitted)))
+            return stage(*args, **kwargs)
+
+        return run
+
+    eng._draft, eng._step = slowed(eng._draft), slowed(eng._step)
+    eng.start()
+    for i in range(10):
+        submitted.append(eng.submit(Request(f"b{i}", tiny_pair.encode_prompt("limit " * (1 + i % 3)),
+                                            SamplingParams(max_new_tokens=12))))  # fmt: skip
+    assert all(r.done.wait(60) for r in submitted)
+    eng.stop()
+    assert all(r.status == RequestStatus.OK for r in submitted)
+    assert seen and max(seen) <= 3
+    if hybrid_threshold == 0:
+        assert eng.pipelined_blocks > 0
+    else:
+        assert eng.hybrid_steps > 0
