@@ -118,20 +118,25 @@ class Engine(ABC):
         """Queue ``request``; invalid or late requests come back REJECTED, never raised."""
         request.mark_arrived()
         problem = self._validate(request)
+        if not problem:
+            with self._lock:  # stop() sets the flag under this lock: a request is either live or refused
+                if self._stop.is_set():
+                    problem = "engine is stopped"
+                else:
+                    self._live[id(request)] = request
+                    self._inbox.put(request)
         if problem:
             request.fail(RequestStatus.REJECTED, problem)
             with self._lock:
                 self._counters["finished"] += 1
             return request
-        with self._lock:
-            self._live[id(request)] = request
-        self._inbox.put(request)
         self._notify()
         return request
 
     def stop(self, timeout: float = 5.0) -> None:
         """Cancel unfinished requests and join every lane thread."""
-        self._stop.set()
+        with self._lock:
+            self._stop.set()
         self._notify()
         deadline = time.monotonic() + timeout
         for lane in self.lanes.values():
@@ -234,7 +239,12 @@ class Engine(ABC):
             if not self.budget.try_reserve(need):
                 break
             self._waiting.popleft()
-            admitted.append(self._new_sequence(request, need))
+            try:
+                admitted.append(self._new_sequence(request, need))
+            except Exception as exc:  # e.g. no memory for its caches: this request fails, the engine serves on
+                self.budget.release(need)
+                log.error("%s engine: could not start request %s: %s", self.name, request.request_id, exc)
+                self._end(request, RequestStatus.FAILED, f"could not start: {type(exc).__name__}: {exc}")
         return admitted
 
     def _new_sequence(self, request: Request, reserved: int) -> Sequence:
@@ -353,8 +363,8 @@ class Engine(ABC):
             except BaseException as exc:  # a bug in a lane: make it visible, lose nothing
                 self.fatal_error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
                 log.exception("%s engine lane crashed", self.name)
-                self._stop.set()
                 with self._lock:
+                    self._stop.set()
                     unfinished = list(self._live.values())
                 for request in unfinished:
                     self._end(request, RequestStatus.FAILED, f"engine crashed: {self.fatal_error}")

@@ -17,12 +17,15 @@ Vocabulary (used everywhere in PD-Verify):
 from __future__ import annotations
 
 import enum
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.config import SamplingParams
+
+log = logging.getLogger(__name__)
 
 
 class RequestStatus(enum.StrEnum):
@@ -136,8 +139,8 @@ class Request:
         if finish_reason is not None:
             self.finish_reason = finish_reason
             self._finish(RequestStatus.OK, None, now, tuple(token_ids))
-        elif self.on_event is not None:
-            self.on_event(TokenEvent(self.request_id, tuple(token_ids), now, False))
+        else:
+            self._publish(TokenEvent(self.request_id, tuple(token_ids), now, False))
 
     def fail(self, status: RequestStatus, error: str | None) -> None:
         """End the request as failed, cancelled or rejected, keeping what it produced."""
@@ -151,5 +154,14 @@ class Request:
         self.error = error
         self.finish_time = now
         self.done.set()
-        if self.on_event is not None:
-            self.on_event(TokenEvent(self.request_id, last_tokens, now, True))
+        self._publish(TokenEvent(self.request_id, last_tokens, now, True))
+
+    def _publish(self, event: TokenEvent) -> None:
+        """Hand ``event`` to the listener. It runs on an engine lane thread, so its errors stay its own:
+        they are logged and never reach the engine or the other requests of the batch."""
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception:
+            log.exception("request %s: its on_event listener raised", self.request_id)

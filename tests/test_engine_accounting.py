@@ -153,3 +153,54 @@ def test_pdv_never_holds_more_requests_than_the_batch_limit(tiny_pair, hybrid_th
         assert eng.pipelined_blocks > 0
     else:
         assert eng.hybrid_steps > 0
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
+def test_a_request_whose_caches_cannot_be_made_fails_alone(tiny_pair, engine):
+    eng = make_engine(engine, tiny_pair)
+    original = eng._new_sequence
+
+    def allocate(request, reserved):
+        if request.request_id == "huge":
+            raise RuntimeError("simulated out of memory")
+        return original(request, reserved)
+
+    eng._new_sequence = allocate
+    eng.start()
+    try:
+        requests = [eng.submit(Request(rid, [1, 2, 3], SamplingParams(max_new_tokens=8))) for rid in ("a", "huge", "b")]
+        assert all(r.done.wait(30) for r in requests)
+        late = eng.submit(Request("c", [4, 5], SamplingParams(max_new_tokens=4)))
+        assert late.done.wait(30)
+    finally:
+        eng.stop()
+    a, huge, b = requests
+    assert huge.status == "failed" and "simulated out of memory" in huge.error
+    assert a.status == b.status == late.status == "ok"
+    assert eng.budget.used == 0 and eng.fatal_error is None
+    assert eng.stats().finished == 4
+
+
+def test_a_listener_that_raises_harms_neither_its_request_nor_the_batch(tiny_pair):
+    eng = make_engine("baseline", tiny_pair).start()
+
+    def broken(event):
+        raise ValueError("listener bug")
+
+    try:
+        noisy = Request("noisy", [1, 2, 3], SamplingParams(max_new_tokens=8), on_event=broken)
+        quiet = Request("quiet", [1, 2, 3], SamplingParams(max_new_tokens=8))
+        eng.submit(noisy), eng.submit(quiet)
+        assert noisy.done.wait(30) and quiet.done.wait(30)
+    finally:
+        eng.stop()
+    assert noisy.status == quiet.status == "ok"
+    assert noisy.output_token_ids == quiet.output_token_ids and len(quiet.output_token_ids) == 8
+
+
+def test_a_request_submitted_after_stop_is_rejected_and_counted(tiny_pair):
+    eng = make_engine("pd", tiny_pair).start()
+    eng.stop()
+    late = eng.submit(Request("late", [1, 2, 3], SamplingParams(max_new_tokens=4)))
+    assert late.status == "rejected" and late.error == "engine is stopped" and late.done.is_set()
+    assert eng.stats().finished == 1
