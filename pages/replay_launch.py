@@ -159,13 +159,20 @@ class ReplayLaunch(Launch):
             for j in jobs:
                 j.job.cancel()
         run_meta = {"trace": trace.describe(), **meta}
-        while True:
-            ended = all(j.job.wait(0) for j in jobs)
-            if spec.simultaneous:
-                self._write_new(jobs, run_meta)
-            if ended:
-                break
-            self._cancel.wait(POLL_S)
+        try:
+            while True:
+                ended = all(j.job.wait(0) for j in jobs)
+                if spec.simultaneous:
+                    self._write_new(jobs, run_meta)
+                if ended:
+                    break
+                self._cancel.wait(POLL_S)
+        except BaseException:  # e.g. a run file could not be written: no engine may outlive its launch
+            for j in jobs:
+                j.job.cancel()
+            for j in jobs:
+                j.job.wait()
+            raise
         errors = [s.error for s in (j.job.snapshot() for j in jobs) if s.error]
         return "; ".join(errors) or None
 

@@ -280,6 +280,34 @@ def test_simultaneous_runs_say_they_share_the_device_and_are_all_written(runs_di
     assert wait_for_no_threads() == []
 
 
+def test_a_run_file_that_cannot_be_written_ends_the_launch_and_every_engine(runs_dir, monkeypatch):
+    from engine.pd import PDEngine
+    from engine.pdv import PDVEngine
+    from pages import replay_launch
+
+    def full_disk(out_dir, record):
+        raise OSError("No space left on device")
+
+    def slowed(loop):
+        def run(self):
+            time.sleep(0.3)
+            loop(self)
+
+        return run
+
+    monkeypatch.setattr(replay_launch, "write_run", full_disk)
+    for cls in (PDEngine, PDVEngine):  # so that PD and PDV are still going when AR's run fails to be written
+        monkeypatch.setattr(cls, "_decode_loop", slowed(cls._decode_loop))
+    at = open_app()
+    at.checkbox(key="live.simultaneous").check().run()
+    at.number_input(key="live.num_requests").set_value(3)
+    at.number_input(key="live.max_new_tokens").set_value(24)
+    at.button(key="live.start").click().run()
+    rerun_until(at, ended("live"))
+    assert any("No space left on device" in e.value for e in at.error)
+    assert wait_for_no_threads(timeout=2.0) == []  # they were cancelled with the launch, not left running
+
+
 def test_model_loading_progress_is_shown_while_the_pair_loads(runs_dir, monkeypatch):
     from engine.models import load_model_pair
     from pages import run_manager
