@@ -160,6 +160,12 @@ def test_custom_filter_and_max_context(tmp_path):
     capped = load_sharegpt(path, TOK, filter=relaxed, max_context=30)
     assert {r.request_id for r in capped.requests} == {"p2", "p10"}
     assert capped.filtered_out == 2
+    # the engines see the prompt inside a chat template: the filter must count those tokens too
+    templated = load_sharegpt(
+        path, TOK, filter=relaxed, max_context=30, encode_prompt=lambda text: TOK.encode(text) + [0] * 12
+    )
+    assert {r.request_id for r in templated.requests} == {"p2"}
+    assert templated.requests[0].prompt_len == 14
 
 
 def test_num_requests_stops_tokenising_early(tmp_path):

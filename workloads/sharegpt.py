@@ -28,7 +28,7 @@ import os
 import random
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -342,11 +342,15 @@ def load_sharegpt(
     filter: ShareGPTFilter = ShareGPTFilter(),
     default_output_len: int = 128,
     max_context: int | None = None,
+    encode_prompt: Callable[[str], list[int]] | None = None,
 ) -> Dataset:
     """Sample up to ``num_requests`` requests (all usable ones when ``None``).
 
     Records without a reply use ``default_output_len``. ``max_context`` is the
-    model's context window: prompt plus output must fit in it.
+    model's context window: prompt plus output must fit in it. ``encode_prompt``
+    is how the engines will tokenise a prompt (with the chat template, say), so
+    that the length filter counts the tokens they will actually get; by default
+    the bare tokenizer.
     """
     if default_output_len < 1:
         raise ValueError("default_output_len must be positive")
@@ -369,7 +373,7 @@ def load_sharegpt(
     for ex in exchanges:
         if len(requests) >= wanted:
             break
-        prompt_len = token_len(tokenizer, ex.prompt)
+        prompt_len = len(encode_prompt(ex.prompt)) if encode_prompt else token_len(tokenizer, ex.prompt)
         output_len = default_output_len if ex.reply is None else token_len(tokenizer, ex.reply)
         if not filter.accepts(prompt_len, output_len, max_context):
             filtered_out += 1

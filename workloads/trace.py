@@ -131,5 +131,7 @@ def load_trace(
         return build_trace(
             sampled, lambda text: pair.encode_prompt(text, raw=True), max_new_tokens, spec.describe(), seed
         )
-    dataset = load_sharegpt(spec.name, pair.tokenizer, num_requests, seed, max_context=pair.max_context)
+    dataset = load_sharegpt(
+        spec.name, pair.tokenizer, num_requests, seed, max_context=pair.max_context, encode_prompt=pair.encode_prompt
+    )
     return build_trace(dataset.requests, pair.encode_prompt, max_new_tokens, spec.describe(), seed)
