@@ -788,6 +788,18 @@ def write_card(out: Path, stats: dict) -> None:
         )
     else:
         exits = ""
+    fit = s.get("train_fit")
+    if fit:
+        fit = (
+            f"\n\nOn {fit['eval_prompts']} of its own training prompts ({fit['eval_answer_tokens']:,} answer tokens,"
+            f" answered again by the {cfg['teacher_dtype']} copy that wrote its targets), the same measurement gives"
+            f" acceptance {fit['acceptance_rate']:.3f} ({fit['accepted']:,} of {fit['drafted']:,}), per-token"
+            f" acceptance {fit['per_token_acceptance']:.3f} and top-1 agreement {fit['top1_agreement']:.3f}: the"
+            " gap to the held-out figures is what the draft has not learnt to generalise from the text it trained"
+            " on. Measured by the same command with `--probe-train`."
+        )
+    else:
+        fit = ""
     text = f"""# smol-draft
 
 Draft model of the `smol` preset, distilled from its verifier, SmolLM2-135M-Instruct, by
@@ -854,7 +866,7 @@ Greedy acceptance at draft length L = {ev["draft_len"]} on the {ev["eval_prompts
 ({ev["accepted"]:,} of {ev["drafted"]:,} drafted tokens accepted; a block's accepted count is the prefix of
 the draft's greedy tokens that matches the verifier's greedy continuation; blocks start after the verifier's
 first token, as in the engines).{per_token} Top-1 agreement of a block's first proposal with the
-verifier: {ev["top1_agreement"]:.3f}.{gated}{exits}
+verifier: {ev["top1_agreement"]:.3f}.{gated}{exits}{fit}
 
 Per-token forward time at batch 1 through the engines' packed forward (draft in {cfg["train_dtype"]},
 verifier in float32, median of {lat["repeats"]} runs of {lat["steps"]} decode steps): draft {lat["draft_ms"]} ms,
@@ -919,13 +931,30 @@ def load_verifier(dtype: torch.dtype = torch.float32):
     return model, tokenizer
 
 
+def saved_draft(out: Path, verifier):
+    """The draft saved in ``out``, loaded onto ``verifier`` as the engines run it."""
+    from engine.shared_draft import load_shared_draft, stored_compute_dtype
+
+    return load_shared_draft(out, verifier, stored_compute_dtype(out) or torch.float32, torch.device("cpu"))
+
+
+def train_fit(out: Path, verifier, prompts: Sequence[list[int]], cfg: DistillConfig, eos_id: int, pad_id: int):
+    """Greedy acceptance on training prompts, answered as in training (by the ``teacher_dtype`` copy).
+
+    Set beside the held-out figure, it tells whether the draft is short of capacity (both low) or of data
+    (high on what it trained on, low on new prompts).
+    """
+    teacher = load_verifier(torch_dtype(cfg.teacher_dtype))[0]
+    samples = generate_samples(teacher, prompts, cfg, eos_id, pad_id, "verifier answers (training prompts)")
+    return acceptance(saved_draft(out, verifier), samples, cfg.draft_len)
+
+
 def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg: DistillConfig) -> dict:
     """Reload the saved draft as the engines run it and measure acceptance and forward times."""
     from engine.models import own_parameters
     from engine.runner import ModelRunner
-    from engine.shared_draft import load_shared_draft, stored_compute_dtype
 
-    draft = load_shared_draft(out, verifier, stored_compute_dtype(out) or torch.float32, torch.device("cpu"))
+    draft = saved_draft(out, verifier)
     ev = acceptance(draft, eval_samples, cfg.draft_len, EVAL_GATES)
     log.info(
         "greedy acceptance at L=%d: %.4f (top-1 agreement %.4f)",
@@ -981,6 +1010,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, D
         "--probe-layers",
         action="store_true",
         help="also measure how often the verifier cut after k of its layers already makes its greedy token",
+    )
+    parser.add_argument(
+        "--probe-train",
+        action="store_true",
+        help="also measure acceptance on as many training prompts as there are held-out ones",
     )
     parser.add_argument(
         "--cache",
@@ -1040,6 +1074,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         result = evaluate(out, verifier, tokenizer, eval_samples, cfg)
         if args.probe_layers:
             result["layer_exit"] = exit_agreement(verifier, eval_samples)
+        if args.probe_train:
+            result["train_fit"] = train_fit(out, verifier, train_prompts[: cfg.eval_prompts], cfg, eos_id, pad_id)
         if (out / STATS).is_file():  # refresh the measured figures; the record of how it was trained stays
             write_record(out, {**json.loads((out / STATS).read_text()), **result})
         print(json.dumps(result, indent=1))
@@ -1104,6 +1140,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     measured = evaluate(out, verifier, tokenizer, eval_samples, cfg)
     if args.probe_layers:
         measured["layer_exit"] = exit_agreement(verifier, eval_samples)
+    if args.probe_train:
+        measured["train_fit"] = train_fit(out, verifier, train_prompts[: cfg.eval_prompts], cfg, eos_id, pad_id)
     command = "python -m engine.distill --out " + str(args.out)
     changed = [f"--{k.replace('_', '-')} {v}" for k, v in asdict(cfg).items() if v != getattr(DistillConfig(), k)]
     command = " ".join([command, *changed])

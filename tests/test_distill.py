@@ -117,6 +117,8 @@ def test_the_card_states_the_measured_figures_and_its_own_directory_size(tmp_pat
     stats["eval"] = {**stats["eval"], "acceptance_rate": 0.4321, "accepted": 4321, "drafted": 10000}
     stats["eval"].update(rejected=1679, per_token_acceptance=0.7201)
     stats["layer_exit"] = {"answer_tokens": 1234, "top1_agreement": [0.01 * k for k in range(1, 31)]}
+    stats["train_fit"] = {"eval_prompts": 48, "eval_answer_tokens": 5000, "acceptance_rate": 0.3659, "accepted": 1500,
+                          "drafted": 4100, "per_token_acceptance": 0.6476, "top1_agreement": 0.658}  # fmt: skip
     stats["eval"]["gated"] = [{"draft_confidence": 0.3, "acceptance_rate": 0.6543, "accepted": 6543, "proposed": 10000}]
     (tmp_path / "model.safetensors").write_bytes(b"x" * 1000)
     write_record(tmp_path, stats)
@@ -126,6 +128,8 @@ def test_the_card_states_the_measured_figures_and_its_own_directory_size(tmp_pat
     assert "(Leviathan et al.'s α): 0.720 (4,321 of 6,000)" in card
     assert "1,234 held-out answer positions, for k = 5: 0.050, 10: 0.100," in card
     assert "25: 0.250, 26: 0.260, 27: 0.270, 28: 0.280, 29: 0.290. Measured" in card
+    assert "On 48 of its own training prompts (5,000 answer tokens" in card
+    assert "acceptance 0.366 (1,500 of 4,100), per-token acceptance 0.648 and top-1 agreement 0.658" in card
     size = sum(p.stat().st_size for p in tmp_path.iterdir())
     assert f"| directory size | {size:,} bytes" in card
     assert f"| `README.md` | {(tmp_path / 'README.md').stat().st_size:,} |" in card
