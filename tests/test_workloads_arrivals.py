@@ -64,11 +64,24 @@ def run(policy, n: int, service_s: float = 0.0, cancel: threading.Event | None =
 @pytest.mark.parametrize("burstiness", [1.0, 0.25, 4.0])
 def test_open_loop_matches_the_mean_rate_and_the_burstiness_cv(burstiness):
     rec = run(OpenLoop(request_rate=10.0, burstiness=burstiness, seed=7), n=4000)
-    gaps = np.diff(rec.sent)
-    assert rec.sent[0] == 0.0
+    gaps = np.diff([0.0, *rec.sent])
+    assert rec.sent[0] > 0.0  # the first request waits its gap too, as in vLLM
     assert 1.0 / gaps.mean() == pytest.approx(10.0, rel=0.06)
     # Gamma(shape=B) gaps: coefficient of variation 1/sqrt(B)
     assert gaps.std() / gaps.mean() == pytest.approx(1.0 / math.sqrt(burstiness), rel=0.08)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_open_loop_offers_exactly_the_rate_it_names_for_every_seed(seed):
+    # the last of n arrivals lands at n / R whatever the draw, so a short sweep point is not offered faster or
+    # slower than its label says; only the spacing is random
+    offsets = OpenLoop(2.0, 1.0, seed=seed).offsets(8)
+    assert offsets[-1] == pytest.approx(4.0)
+    assert list(offsets) == sorted(offsets) and offsets[0] > 0
+
+
+def test_infinite_burstiness_spaces_arrivals_evenly():
+    assert OpenLoop(4.0, float("inf")).offsets(4) == pytest.approx((0.25, 0.5, 0.75, 1.0))
 
 
 def test_open_loop_schedule_is_seeded():

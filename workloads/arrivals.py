@@ -7,8 +7,11 @@ Same knobs and meaning as ``vllm bench serve``:
 * ``OpenLoop(R, B, M)`` – requests arrive at mean rate R per second whatever
   the engine does (``--request-rate R --burstiness B``). Gaps between arrivals
   are Gamma(shape=B, scale=1/(R*B)): mean 1/R, coefficient of variation
-  1/sqrt(B). B = 1 is a Poisson process, B < 1 is burstier, B > 1 steadier.
-  The first request is sent at t = 0. R = inf sends everything at once. With
+  1/sqrt(B). B = 1 is a Poisson process, B < 1 is burstier, B > 1 steadier,
+  B = inf evenly spaced. As in vLLM, every request, the first included, waits
+  its gap, and the arrival times are then scaled so that the last one falls
+  at exactly n / R: the offered rate is R for every seed, and only the
+  spacing is random. R = inf sends everything at once. With
   ``max_concurrency`` M, a request whose arrival time has come waits until
   fewer than M are in flight (``--max-concurrency``); the schedule of later
   arrivals is not shifted by that wait.
@@ -60,8 +63,8 @@ class OpenLoop:
     def __post_init__(self) -> None:
         if not self.request_rate > 0:
             raise ValueError(f"request rate must be > 0, got {self.request_rate}")
-        if not (self.burstiness > 0 and math.isfinite(self.burstiness)):
-            raise ValueError(f"burstiness must be a finite number > 0, got {self.burstiness}")
+        if not self.burstiness > 0:
+            raise ValueError(f"burstiness must be > 0 (inf = evenly spaced), got {self.burstiness}")
         if self.max_concurrency is not None and self.max_concurrency < 1:
             raise ValueError(f"max concurrency must be >= 1, got {self.max_concurrency}")
 
@@ -79,9 +82,14 @@ class OpenLoop:
             return ()
         if math.isinf(self.request_rate):
             return (0.0,) * n
-        rng = np.random.default_rng(self.seed)
-        gaps = rng.gamma(shape=self.burstiness, scale=1.0 / (self.request_rate * self.burstiness), size=n - 1)
-        return (0.0, *(float(t) for t in np.cumsum(gaps)))
+        if math.isinf(self.burstiness):
+            gaps = np.full(n, 1.0 / self.request_rate)
+        else:
+            rng = np.random.default_rng(self.seed)
+            gaps = rng.gamma(shape=self.burstiness, scale=1.0 / (self.request_rate * self.burstiness), size=n)
+        times = np.cumsum(gaps)
+        times *= (n / self.request_rate) / times[-1]
+        return tuple(float(t) for t in times)
 
 
 ArrivalPolicy = ClosedLoop | OpenLoop
