@@ -19,6 +19,25 @@ from typing import Any
 import torch
 
 
+def pci_bus_id(device: torch.device | str, backend: Any = None) -> str | None:
+    """The PCI address of a CUDA device, as NVML writes it (``00000000:3B:00.0``), or ``None``.
+
+    NVML numbers GPUs in PCI order and ignores ``CUDA_VISIBLE_DEVICES``, so
+    ``cuda:0`` is not necessarily NVML's device 0; its PCI address is the same
+    for both. ``None`` off CUDA, or when this torch does not report it.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    backend = backend if backend is not None else torch.cuda
+    props = backend.get_device_properties(device)
+    parts = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    if any(part is None for part in parts):
+        return None
+    domain, bus, dev = parts
+    return f"{domain:08X}:{bus:02X}:{dev:02X}.0"
+
+
 class LaneStream:
     def __init__(self, device: torch.device, backend: Any = None) -> None:
         self.device = device

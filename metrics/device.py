@@ -131,6 +131,9 @@ class NvmlApi:
     def handle(self, index: int) -> Any:
         return self._m.nvmlDeviceGetHandleByIndex(index)
 
+    def handle_by_pci(self, bus_id: str) -> Any:
+        return self._m.nvmlDeviceGetHandleByPciBusId(bus_id)
+
     def name(self, handle: Any) -> str:
         name = self._m.nvmlDeviceGetName(handle)
         return name.decode() if isinstance(name, bytes) else str(name)
@@ -178,9 +181,9 @@ class NvmlApi:
 class NvmlProbe:
     """NVML counters of one GPU plus the host counters."""
 
-    def __init__(self, api: NvmlApi, index: int, reason: str) -> None:
+    def __init__(self, api: NvmlApi, handle: Any, where: str, reason: str) -> None:
         self._api = api
-        self._handle = api.handle(index)
+        self._handle = handle
         self._host = _HostCounters()
         self._lock = threading.Lock()  # GPM samples are paired between calls
         self._warned = False
@@ -188,7 +191,7 @@ class NvmlProbe:
         self._prev_gpm: Any = None
         self._info = ProbeInfo(
             source="nvml",
-            device=f"{api.name(self._handle)} (cuda:{index})",
+            device=f"{api.name(self._handle)} ({where})",
             gpm=gpm,
             reason=f"{reason}; {gpm_note}",
         )
@@ -257,11 +260,15 @@ def _cuda_index(device: str) -> int | None:
     return None
 
 
-def open_probe(device: str, nvml: Any | None = None) -> DeviceProbe:
+def open_probe(device: str, nvml: Any | None = None, pci_bus_id: str | None = None) -> DeviceProbe:
     """A probe for the device the models run on (``str(pair.device)``).
 
-    ``nvml`` is a pynvml-shaped module (tests pass a fake); by default pynvml is
-    imported. Any reason GPU counters are unavailable ends up in ``info.reason``.
+    ``pci_bus_id`` (``engine.devices.pci_bus_id``) finds the GPU in NVML by its
+    PCI address. Without it the CUDA index is taken as NVML's, which holds only
+    when ``CUDA_VISIBLE_DEVICES`` does not renumber the GPUs; ``info.reason``
+    then says so. ``nvml`` is a pynvml-shaped module (tests pass a fake); by
+    default pynvml is imported. Any reason GPU counters are unavailable ends up
+    in ``info.reason``.
     """
     index = _cuda_index(device)
     if index is None:
@@ -281,7 +288,10 @@ def open_probe(device: str, nvml: Any | None = None) -> DeviceProbe:
         if index >= count:
             _shutdown_quietly(api)
             return _fallback(f"{device} requested but NVML sees {count} GPU(s)")
-        return NvmlProbe(api, index, f"NVML on {device}")
+        if pci_bus_id is not None:
+            return NvmlProbe(api, api.handle_by_pci(pci_bus_id), f"{device}, PCI {pci_bus_id}", f"NVML on {device}")
+        reason = f"NVML on {device}, found by index (assumes CUDA_VISIBLE_DEVICES does not renumber GPUs)"
+        return NvmlProbe(api, api.handle(index), device, reason)
     except api.error_type as exc:
         _shutdown_quietly(api)
         return _fallback(f"NVML failed on {device} ({exc})")

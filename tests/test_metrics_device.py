@@ -43,6 +43,7 @@ def fake_nvml(
     m.nvmlShutdown = lambda: m.calls.append("shutdown")
     m.nvmlDeviceGetCount = lambda: count
     m.nvmlDeviceGetHandleByIndex = lambda i: f"handle{i}"
+    m.nvmlDeviceGetHandleByPciBusId = lambda bus: f"handle@{bus}"
     m.nvmlDeviceGetName = lambda h: b"Fake GPU 80GB"
 
     def utilization(h):
@@ -96,7 +97,7 @@ def test_nvml_probe_reports_sm_and_memory_utilisation():
     assert s.rss_mb > 0
     info = probe.info
     assert info.source == "nvml" and info.device == "Fake GPU 80GB (cuda:0)"
-    assert not info.gpm and "not supported" in info.reason
+    assert not info.gpm and "not supported" in info.reason and "found by index" in info.reason
     probe.close()
     assert nvml.calls[-1] == "shutdown"
 
@@ -159,3 +160,27 @@ def test_a_failing_sample_leaves_gpu_cells_empty_and_warns_once(caplog):
     assert caplog.text.count("GPU is lost") == 1
     nvml.fail_sampling = False
     assert probe.sample().gpu_util == 73.0
+
+
+def test_nvml_finds_the_gpu_by_its_pci_address_when_it_is_known():
+    nvml = fake_nvml(gpm=False)
+    probe = open_probe("cuda:0", nvml=nvml, pci_bus_id="00000000:3B:00.0")
+    assert probe._handle == "handle@00000000:3B:00.0"  # not NVML's device 0, which may be another GPU
+    assert probe.info.device == "Fake GPU 80GB (cuda:0, PCI 00000000:3B:00.0)"
+    assert "found by index" not in probe.info.reason
+    probe.close()
+
+
+def test_pci_bus_id_is_written_as_nvml_writes_it():
+    import types
+
+    import torch
+
+    from engine.devices import pci_bus_id
+
+    props = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0x3B, pci_device_id=0)
+    backend = types.SimpleNamespace(get_device_properties=lambda device: props)
+    assert pci_bus_id(torch.device("cuda:1"), backend) == "00000000:3B:00.0"
+    assert pci_bus_id("cpu") is None
+    older = types.SimpleNamespace(get_device_properties=lambda device: types.SimpleNamespace())
+    assert pci_bus_id("cuda:0", older) is None  # a torch that does not report it: found by index instead

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from engine.config import EngineConfig, SamplingParams
+from engine.devices import pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
 from metrics.device import DeviceProbe, ProbeInfo, open_probe
 from metrics.export import RequestOutput, RunRecord
@@ -283,7 +284,7 @@ def replay(
 
     eng = engine_factory(engine, pair, replace(config, engine=engine))
     own_probe = probe is None
-    probe = probe if probe is not None else open_probe(str(pair.device))
+    probe = probe if probe is not None else open_probe(str(pair.device), pci_bus_id=pci_bus_id(pair.device))
     requests = [_request(item, i, params, on_event) for i, item in enumerate(items)]
     submitted: list[Request] = []
     sampler: TimeseriesSampler | None = None
