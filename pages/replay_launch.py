@@ -35,7 +35,13 @@ from workloads.replay import RunResult, load_label
 from workloads.sweep import SweepPlan
 from workloads.trace import DatasetSpec, load_trace
 
-RUN_END_STATES = {None: "done", "cancelled": "cancelled", "timeout": "timed out", "engine error": "failed"}
+RUN_END_STATES = {
+    None: "done",
+    "cancelled": "cancelled",
+    "timeout": "timed out",
+    "engine error": "failed",
+    "engine did not stop": "failed",
+}
 
 
 @dataclass(frozen=True)

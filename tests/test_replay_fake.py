@@ -267,3 +267,46 @@ def test_job_runs_in_the_background_and_can_be_cancelled(tmp_path):
     assert snap.state == "cancelled" and snap.error is None
     assert len(snap.results) == 1 and snap.results[0].stop_reason == "cancelled"  # the second engine never ran
     assert len(load_run_dir(tmp_path).frames.summary) == 1
+
+
+def test_a_sweep_cancelled_during_warm_up_records_no_empty_run(tmp_path):
+    cancel = threading.Event()
+    make = factory()
+
+    def cancelling(name, pair, config):
+        engine = make(name, pair, config)
+        submit = engine.submit
+
+        def first_submit_cancels(request):  # the warm-up request: Stop is pressed while it runs
+            cancel.set()
+            return submit(request)
+
+        engine.submit = first_submit_cancels
+        return engine
+
+    plan = SweepPlan(("ar", "pd"), (ClosedLoop(1),), params=SamplingParams(max_new_tokens=4), warmup=1)
+    results = run_sweep(FakePair(), trace(4), plan, tmp_path, cancel=cancel, engine_factory=cancelling)
+    assert results == [] and list(tmp_path.iterdir()) == []
+    assert len(make.engines) == 1 and make.engines[0].stopping.is_set()  # the next engine was never built
+
+
+def test_a_sweep_stops_after_an_engine_whose_lanes_did_not_stop(tmp_path):
+    make = factory()
+
+    def stuck(name, pair, config):
+        engine = make(name, pair, config)
+        stop = engine.stop
+
+        def stop_fails(timeout=5.0):
+            stop(timeout)
+            raise RuntimeError("lane threads did not stop within 5.0s: verify")
+
+        engine.stop = stop_fails
+        return engine
+
+    plan = SweepPlan(("ar", "pd"), (ClosedLoop(1),), params=SamplingParams(max_new_tokens=4), warmup=0)
+    results = run_sweep(FakePair(), trace(3), plan, tmp_path, engine_factory=stuck)
+    assert [r.engine for r in results] == ["ar"]  # pd would have shared the device with ar's leftover lanes
+    assert results[0].stop_reason == "engine did not stop"
+    assert "did not stop" in results[0].engine_error
+    assert load_run_dir(tmp_path).runs[0]["stop_reason"] == "engine did not stop"

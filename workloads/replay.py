@@ -102,7 +102,8 @@ class RunResult:
     started_at: str  # ISO 8601 wall-clock time of t0
     duration_s: float
     planned: int  # requests in the trace
-    stop_reason: str | None  # "cancelled" | "timeout" | "engine error"; None = ran to the end
+    # "cancelled" | "timeout" | "engine error" | "engine did not stop"; None = ran to the end
+    stop_reason: str | None
     engine_error: str | None  # a lane crash reported by the engine
 
     @property
@@ -330,13 +331,9 @@ def replay(
             tick()
         live._set(phase="stopping")
     finally:
-        rows = sampler.stop() if sampler is not None else ()
-        try:
-            eng.stop(STOP_TIMEOUT_S)
-        except RuntimeError as exc:  # lane threads that did not stop: their requests are cancelled anyway
-            log.error("%s engine did not stop cleanly: %s", engine, exc)
-        if own_probe:
-            probe.close()
+        rows, stuck = _shut_down(sampler, eng, probe if own_probe else None)
+    if stuck is not None:
+        stop_reason = "engine did not stop"
     for request in submitted:
         if not request.done.is_set():
             # an engine must finish everything at stop; if it did not, the run still accounts for it
@@ -358,12 +355,32 @@ def replay(
         duration_s=duration,
         planned=len(items),
         stop_reason=stop_reason,
-        engine_error=getattr(eng, "fatal_error", None),
+        engine_error=getattr(eng, "fatal_error", None) or stuck,
     )
     live._set(phase="done", finished=len(submitted))
     if progress:
         progress(sum(r.done.is_set() for r in submitted), len(items))
     return result
+
+
+def _shut_down(sampler: TimeseriesSampler | None, eng: Any, probe: DeviceProbe | None) -> tuple[tuple, str | None]:
+    """Stop the sampler, the engine and the probe, each even if the one before it failed.
+
+    Returns the sampled rows and, if the engine's lane threads did not stop, why.
+    """
+    stuck = None
+    try:
+        rows = sampler.stop() if sampler is not None else ()
+    finally:
+        try:
+            eng.stop(STOP_TIMEOUT_S)
+        except RuntimeError as exc:  # lane threads that did not stop: their requests are cancelled anyway
+            log.error("%s engine did not stop cleanly: %s", eng.name, exc)
+            stuck = str(exc)
+        finally:
+            if probe is not None:
+                probe.close()
+    return rows, stuck
 
 
 def _output(key: RunKey, request: Request, pair: PairLike) -> RequestOutput:

@@ -11,6 +11,7 @@ measure the other's load.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -32,6 +33,8 @@ from workloads.replay import (
     replay,
 )
 from workloads.trace import Trace
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -127,9 +130,15 @@ def run_sweep(
             timeout_s=plan.timeout_s,
             engine_factory=engine_factory,
         )
+        if result.stop_reason == "cancelled" and not result.requests:
+            break  # stopped before its first request: there is nothing to record
         if out_dir is not None:
             write_run(out_dir, result.record(run_meta))
         results.append(result)
         if on_result:
             on_result(result)
+        if result.stop_reason == "engine did not stop":
+            # its lane threads may still hold the device: the next run's numbers would not be its own
+            log.error("sweep stopped after %s: %s", result.key.run_id, result.engine_error)
+            break
     return results
