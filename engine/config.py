@@ -10,6 +10,7 @@ draft-length flags and runs with the default ``EngineConfig``. Only
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 
 ENGINES = ("ar", "baseline", "pd", "pdv")
@@ -28,8 +29,8 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's end-of-sequence tokens
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not (self.temperature >= 0 and math.isfinite(self.temperature)):  # also refuses nan
+            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import psutil
@@ -68,10 +68,18 @@ class DeviceProbe(Protocol):
 # --------------------------------------------------------------------------
 
 
+def _usable_cores() -> int:
+    """Cores this process may run on (its affinity, e.g. a container's cpuset), not every core of the host."""
+    try:
+        return len(psutil.Process().cpu_affinity()) or 1
+    except (AttributeError, NotImplementedError, psutil.Error):  # macOS has no affinity
+        return psutil.cpu_count() or 1
+
+
 class _HostCounters:
     def __init__(self) -> None:
         self._process = psutil.Process()
-        self._cores = psutil.cpu_count() or 1
+        self._cores = _usable_cores()
         self._primed = False
         self._process.cpu_percent(interval=None)  # psutil measures from the previous call
 
@@ -227,16 +235,28 @@ class NvmlProbe:
         finally:
             self._api.gpm_free(prev)
 
+    def _gpm_or_off(self) -> GpmReading:
+        """GPM's reading; if GPM fails, it is switched off for the rest of the run and ``info`` says why."""
+        try:
+            return self._gpm()
+        except self._api.error_type as exc:
+            log.warning("NVML GPM sampling failed (%s); SM occupancy and DRAM bandwidth stay empty", exc)
+            self._info = replace(self._info, gpm=False, reason=f"{self._info.reason}; GPM sampling failed: {exc}")
+            if self._prev_gpm is not None:
+                self._api.gpm_free(self._prev_gpm)
+                self._prev_gpm = None
+            return GpmReading(None, None)
+
     def sample(self) -> DeviceSample:
         cpu, rss = self._host.read()
         with self._lock:
             try:
                 util = self._api.sm_util(self._handle)
                 used, total = self._api.memory(self._handle)
-                gpm = self._gpm()
             except self._api.error_type as exc:
                 self._warn_once(exc)
                 return DeviceSample(None, None, None, None, None, cpu, rss)
+            gpm = self._gpm_or_off()
         mem_util = 100.0 * used / total if total > 0 else None
         return DeviceSample(util, mem_util, used / MIB, gpm.sm_occupancy, gpm.dram_bw_util, cpu, rss)
 

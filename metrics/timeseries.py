@@ -152,8 +152,8 @@ class TimeseriesSampler:
         t0: float,
         hz: float = DEFAULT_HZ,
     ) -> None:
-        if hz < MIN_HZ:
-            raise ValueError(f"sampling rate must be >= {MIN_HZ} Hz, got {hz}")
+        if not (MIN_HZ <= hz < float("inf")):  # also refuses nan
+            raise ValueError(f"sampling rate must be a finite number >= {MIN_HZ} Hz, got {hz}")
         self._stats = stats
         self._probe = probe
         self._t0 = t0

@@ -184,3 +184,30 @@ def test_pci_bus_id_is_written_as_nvml_writes_it():
     assert pci_bus_id("cpu") is None
     older = types.SimpleNamespace(get_device_properties=lambda device: types.SimpleNamespace())
     assert pci_bus_id("cuda:0", older) is None  # a torch that does not report it: found by index instead
+
+
+def test_a_failing_gpm_sample_switches_gpm_off_but_keeps_utilisation_and_memory(caplog):
+    nvml = fake_nvml(gpm=True)
+    probe = open_probe("cuda", nvml=nvml)
+    probe.sample()
+
+    def lost(handle, sample):
+        raise FakeNVMLError("GPM sample failed (MIG)")
+
+    nvml.nvmlGpmSampleGet = lost
+    with caplog.at_level(logging.WARNING, logger="metrics.device"):
+        s = probe.sample()
+    assert s.gpu_util == 73.0 and s.gpu_mem_util == pytest.approx(25.0)  # the other counters stay
+    assert s.sm_occupancy is None
+    assert not probe.info.gpm and "GPM sampling failed" in probe.info.reason
+    assert probe.sample().gpu_util == 73.0
+    probe.close()
+    assert nvml.samples_alive == set()
+
+
+def test_cpu_utilisation_is_a_share_of_the_cores_this_process_may_use(monkeypatch):
+    from metrics import device
+
+    monkeypatch.setattr(device.psutil.Process, "cpu_affinity", lambda self: [0, 1])
+    monkeypatch.setattr(device.psutil, "cpu_count", lambda: 64)
+    assert device._usable_cores() == 2  # a 2-CPU container on a 64-core host

@@ -236,8 +236,8 @@ def plan_from_args(args: argparse.Namespace):
         )
         if plan.timeout_s is not None and not plan.timeout_s > 0:
             raise ValueError(f"--timeout-s must be > 0, got {plan.timeout_s}")
-        if plan.sample_hz < 2:
-            raise ValueError(f"--sample-hz must be >= 2, got {plan.sample_hz:g}")
+        if not (2 <= plan.sample_hz < float("inf")):  # also refuses nan
+            raise ValueError(f"--sample-hz must be a finite number >= 2, got {plan.sample_hz:g}")
         out = Path(args.out) if args.out else Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
         check_appendable(out)
     except (ValueError, FileNotFoundError) as exc:
