@@ -12,6 +12,7 @@ point, a readable ``label`` per run).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, fields
 
@@ -89,7 +90,9 @@ def run_labels(summary: pd.DataFrame) -> dict[str, str]:
             cap = "" if pd.isna(row.concurrency) else f" (C<={int(row.concurrency)})"
             load = f"R={row.request_rate:g}/s{cap}"
         labels[str(row.run_id)] = f"{row.engine} · {load}"
-    return labels
+    seen = Counter(labels.values())
+    # the same engine at the same load twice (a rerun appended to one directory): keep them apart
+    return {run_id: f"{label} · {run_id}" if seen[label] > 1 else label for run_id, label in labels.items()}
 
 
 def with_labels(df: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:

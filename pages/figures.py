@@ -10,6 +10,7 @@ that trace's colour from the group's engine. Column names are those of
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import pandas as pd
@@ -232,6 +233,12 @@ def metric_vs_load(summary: pd.DataFrame, metrics: Mapping[str, str], x: str, ti
     x_title = "concurrency (requests in flight)" if x == "concurrency" else "request rate (requests / s)"
     fig = _figure(title, x_title, y_title)
     fig.update_yaxes(rangemode="tozero")
+    loads = summary[x].dropna().unique() if x in summary else []
+    # an infinite rate ("all at once") has no place on a numeric axis, and Plotly would drop it silently
+    categorical = any(math.isinf(v) for v in loads)
+    if categorical:
+        order = [_load_text(v) for v in sorted(loads)]
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=order)
     dashes = ("solid", "dash", "dot", "dashdot")
     drawn = 0
     for name, engine, g in _groups(summary, "engine") if not summary.empty else []:
@@ -242,7 +249,7 @@ def metric_vs_load(summary: pd.DataFrame, metrics: Mapping[str, str], x: str, ti
             label = f"{name} {suffix}".strip()
             fig.add_trace(
                 go.Scatter(
-                    x=g[x],
+                    x=g[x].map(_load_text) if categorical else g[x],
                     y=g[column],
                     name=label,
                     mode="lines+markers",
@@ -252,6 +259,10 @@ def metric_vs_load(summary: pd.DataFrame, metrics: Mapping[str, str], x: str, ti
             )
             drawn += 1
     return _legend(fig) if drawn else _waiting(fig, "no finished runs yet")
+
+
+def _load_text(value: float) -> str:
+    return "all at once" if math.isinf(value) else f"{value:g}"
 
 
 def summary_bars(summary: pd.DataFrame, metrics: Mapping[str, str], title: str, y_title: str) -> go.Figure:

@@ -139,6 +139,8 @@ class ReplayLaunch(Launch):
             return None
         self._progress(f"Sampling {spec.num_requests} requests ({spec.dataset.describe()})", 1.0)
         trace = load_trace(spec.dataset, pair, spec.num_requests, spec.seed, spec.params.max_new_tokens)
+        if self._cancel.is_set():  # Stop pressed while the trace was being sampled: start no engine
+            return None
         meta = {
             "invocation": {
                 "source": f"dashboard ({spec.kind} page)",

@@ -155,6 +155,16 @@ def test_metric_vs_load_sorts_by_load_and_dashes_the_second_metric():
         assert trace.line.color == figures.ENGINE_COLORS[{v: k for k, v in figures.ENGINE_LABELS.items()}[engine]]
 
 
+def test_an_all_at_once_rate_keeps_its_point_on_the_rate_axis():
+    rates = summary().assign(concurrency=math.nan)
+    rates["request_rate"] = rates["run_id"].map(lambda r: {"c1": 1.0, "c2": 2.0, "c4": math.inf}[r.split("-")[1]])
+    fig = figures.metric_vs_load(rates, {"output_tok_s": ""}, "request_rate", "Throughput", "tok/s")
+    assert list(fig.data[0].x) == ["1", "2", "all at once"]  # a numeric axis would have dropped inf
+    assert fig.layout.xaxis.type == "category" and list(fig.layout.xaxis.categoryarray) == ["1", "2", "all at once"]
+    finite = figures.metric_vs_load(summary(), {"output_tok_s": ""}, "concurrency", "Throughput", "tok/s")
+    assert finite.layout.xaxis.type != "category"
+
+
 def test_summary_bars_colour_each_run_by_its_engine():
     s = summary()
     fig = figures.summary_bars(s, {"output_tok_s": "tok/s"}, "Throughput", "tok/s")

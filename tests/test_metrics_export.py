@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -129,6 +130,14 @@ def test_open_loop_rates_round_trip_including_infinity(tmp_path):
     assert pd.isna(loaded.frames.summary["concurrency"].iloc[0])
     assert loaded.runs[0]["request_rate"] == "inf"  # JSON has no infinity
     assert run_labels(loaded.frames.summary) == {"run-inf": "pd · R=inf/s"}
+
+
+def test_two_runs_of_one_engine_at_one_load_get_labels_that_tell_them_apart():
+    summary = pd.DataFrame(
+        {"run_id": ["r1", "r2", "r3"], "engine": ["pd", "pd", "ar"], "concurrency": [4, 4, 4],
+         "request_rate": [math.nan] * 3}
+    )  # fmt: skip
+    assert run_labels(summary) == {"r1": "pd · C=4 · r1", "r2": "pd · C=4 · r2", "r3": "ar · C=4"}
 
 
 def test_a_directory_with_other_columns_is_refused_before_anything_is_appended(tmp_path):
