@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import os
 import tempfile
@@ -37,6 +38,8 @@ from metrics.schema import (
 )
 from metrics.summary import RunSummary
 from metrics.timeseries import TimeseriesRow
+
+log = logging.getLogger(__name__)
 
 RUN_JSON_FORMAT = "pd-verify-runs/1"
 
@@ -179,10 +182,32 @@ def _write_json_atomically(path: Path, data: dict[str, Any]) -> None:
 
 
 def write_run(out_dir: str | Path, record: RunRecord) -> None:
-    """Append one run to the five files in ``out_dir`` (created if missing)."""
+    """Append one run to the five files in ``out_dir`` (created if missing), all or nothing.
+
+    run.json is written last, atomically; if anything fails before it is in
+    place, the other four files are cut back to where they were, so a
+    directory never holds rows of a run that run.json does not list.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_appendable(out)
+    appended = [out / name for name in (REQUESTS_CSV, TIMESERIES_CSV, SUMMARY_CSV, OUTPUTS_JSONL)]
+    sizes = {path: path.stat().st_size if path.exists() else None for path in appended}
+    try:
+        _append_run(out, record)
+    except BaseException:
+        for path, size in sizes.items():
+            try:
+                if size is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    os.truncate(path, size)
+            except OSError as exc:
+                log.error("could not undo a partly written run in %s: %s", path, exc)
+        raise
+
+
+def _append_run(out: Path, record: RunRecord) -> None:
     _append_csv(out / REQUESTS_CSV, REQUEST_COLUMNS, request_rows(record.key, record.requests))
     _append_csv(out / TIMESERIES_CSV, TIMESERIES_COLUMNS, timeseries_rows(record.key, record.timeseries))
     _append_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [summary_row(record.summary)])

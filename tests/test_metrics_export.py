@@ -164,3 +164,22 @@ def test_chart_helpers_shape_frames_per_run(tmp_path):
     assert list(c["fraction"]) == [0.5, 1.0]  # only completed requests: the rejected one is left out
     long = summary_long(frames.summary, ["req_s", "output_tok_s"])
     assert set(long["metric"]) == {"req_s", "output_tok_s"} and len(long) == 2
+
+
+def test_a_run_that_fails_to_be_written_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
+    from metrics import export
+
+    first = RunKey("run-1", "pd", 1, None)
+    reqs = (request("a", 2, 5.0),)
+    write_run(tmp_path, RunRecord(first, reqs, (), summarize(first, reqs, 1.0), ()))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def full_disk(path, data):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(export, "_write_json_atomically", full_disk)
+    second = RunKey("run-2", "ar", 1, None)
+    with pytest.raises(OSError, match="No space"):
+        write_run(tmp_path, RunRecord(second, reqs, (), summarize(second, reqs, 1.0), ()))
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert list(load_run_dir(tmp_path).frames.summary["run_id"]) == ["run-1"]
