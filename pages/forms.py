@@ -75,6 +75,9 @@ def _dataset(prefix: str) -> DatasetSpec:
         if upload is None:
             raise ValueError("upload a ShareGPT JSON file, or choose another prompt source")
         check = _check_upload(upload.getvalue(), upload.name)
+        if check.path is not None and not check.path.exists():  # the stored copy was cleaned away meanwhile
+            _check_upload.clear()
+            check = _check_upload(upload.getvalue(), upload.name)
         if check.error:
             raise ValueError(check.error)
         note = " (the file is cut short; complete records kept)" if check.truncated else ""

@@ -8,6 +8,7 @@ read; what it refuses comes back as one message naming the uploaded file.
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import warnings
 from collections import Counter
@@ -29,10 +30,21 @@ class UploadCheck:
 
 def save_and_check(data: bytes, name: str, directory: Path = UPLOAD_DIR) -> UploadCheck:
     """Store ``data`` (an upload called ``name``) and count its usable ShareGPT records."""
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{hashlib.sha256(data).hexdigest()[:16]}.json"
-    if not path.exists():
-        path.write_bytes(data)
+    try:
+        if not path.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            # written whole under a temporary name first: a failed write never leaves a partial file at `path`
+            fd, tmp = tempfile.mkstemp(dir=directory, suffix=".part")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+    except OSError as exc:
+        return UploadCheck(None, 0, f"{name} could not be stored in {directory}: {exc.strerror or exc}")
     report, skipped = ScanReport(), Counter()
     try:
         with warnings.catch_warnings():
