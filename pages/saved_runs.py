@@ -59,12 +59,14 @@ st.dataframe(
     ),
     hide_index=True,
 )
-# newest first by default; directories deleted meanwhile (here or elsewhere) drop out of the choice
-opened_before = st.session_state.get("runs.open")
+# newest first by default; directories deleted meanwhile (here or elsewhere) drop out of the choice.
+# "runs.opened" is a plain session key: it outlives a visit to another page, which a widget's own key does not
+opened_before = st.session_state.get("runs.open", st.session_state.get("runs.opened"))
 st.session_state["runs.open"] = (
     list(by_name)[:1] if opened_before is None else [n for n in opened_before if n in by_name]
 )
 chosen = st.multiselect("Open (choose several to compare them side by side)", list(by_name), key="runs.open")
+st.session_state["runs.opened"] = chosen
 if not chosen:
     st.stop()
 

@@ -360,6 +360,9 @@ def test_runs_page_lists_cli_runs_compares_them_and_deletes_after_confirmation(r
     assert sorted(tput["x"]) == ["first · baseline · C=2", "first · pdv · C=2", "nested/second · pd · C=1",
                                  "nested/second · pd · C=2"]  # fmt: skip
     assert len(at.get("download_button")) == 2 * 5
+    at.switch_page("pages/sweep_run.py").run()
+    at.switch_page("pages/saved_runs.py").run()
+    assert at.multiselect(key="runs.open").value == ["first", "nested/second"]  # the choice outlives the visit
 
     at.button(key="runs.delete.first").click().run()
     assert any("cannot be undone" in w.value for w in at.warning)
