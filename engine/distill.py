@@ -949,6 +949,16 @@ def train_fit(out: Path, verifier, prompts: Sequence[list[int]], cfg: DistillCon
     return acceptance(saved_draft(out, verifier), samples, cfg.draft_len)
 
 
+def probes(args, out: Path, verifier, eval_samples, train_prompts, cfg: DistillConfig, eos_id: int, pad_id: int):
+    """The extra measurements ``--probe-layers`` and ``--probe-train`` ask for, keyed as the stats file keeps them."""
+    found = {}
+    if args.probe_layers:
+        found["layer_exit"] = exit_agreement(verifier, eval_samples)
+    if args.probe_train:
+        found["train_fit"] = train_fit(out, verifier, train_prompts[: cfg.eval_prompts], cfg, eos_id, pad_id)
+    return found
+
+
 def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg: DistillConfig) -> dict:
     """Reload the saved draft as the engines run it and measure acceptance and forward times."""
     from engine.models import own_parameters
@@ -1072,10 +1082,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     out: Path = args.out
     if args.eval_only:
         result = evaluate(out, verifier, tokenizer, eval_samples, cfg)
-        if args.probe_layers:
-            result["layer_exit"] = exit_agreement(verifier, eval_samples)
-        if args.probe_train:
-            result["train_fit"] = train_fit(out, verifier, train_prompts[: cfg.eval_prompts], cfg, eos_id, pad_id)
+        result.update(probes(args, out, verifier, eval_samples, train_prompts, cfg, eos_id, pad_id))
         if (out / STATS).is_file():  # refresh the measured figures; the record of how it was trained stays
             write_record(out, {**json.loads((out / STATS).read_text()), **result})
         print(json.dumps(result, indent=1))
@@ -1138,10 +1145,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     measured = evaluate(out, verifier, tokenizer, eval_samples, cfg)
-    if args.probe_layers:
-        measured["layer_exit"] = exit_agreement(verifier, eval_samples)
-    if args.probe_train:
-        measured["train_fit"] = train_fit(out, verifier, train_prompts[: cfg.eval_prompts], cfg, eos_id, pad_id)
+    measured.update(probes(args, out, verifier, eval_samples, train_prompts, cfg, eos_id, pad_id))
     command = "python -m engine.distill --out " + str(args.out)
     changed = [f"--{k.replace('_', '-')} {v}" for k, v in asdict(cfg).items() if v != getattr(DistillConfig(), k)]
     command = " ".join([command, *changed])
