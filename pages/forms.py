@@ -8,6 +8,7 @@ and keeps its value across page switches. ``replay_form`` returns the
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import streamlit as st
 
@@ -71,19 +72,37 @@ def _dataset(prefix: str) -> DatasetSpec:
         )
         return DatasetSpec(SYNTHETIC, LengthSpec(int(prompt_len)), LengthSpec(int(output_len)))
     if choice == "upload":
-        upload = st.file_uploader("ShareGPT JSON file", type=["json"], key=f"{prefix}.upload")
-        if upload is None:
-            raise ValueError("upload a ShareGPT JSON file, or choose another prompt source")
+        return DatasetSpec(str(_uploaded(prefix)))
+    return DatasetSpec(BUNDLED)
+
+
+def _uploaded(prefix: str) -> Path:
+    """The stored copy of the page's uploaded file, kept across page switches until another replaces it.
+
+    Streamlit forgets a file uploader's file when its page is left, so the last
+    accepted upload is remembered in the session under ``<page>.upload.kept``.
+    """
+    kept_key = f"{prefix}.upload.kept"
+    upload = st.file_uploader("ShareGPT JSON file", type=["json"], key=f"{prefix}.upload")
+    if upload is not None:
         check = _check_upload(upload.getvalue(), upload.name)
         if check.path is not None and not check.path.exists():  # the stored copy was cleaned away meanwhile
             _check_upload.clear()
             check = _check_upload(upload.getvalue(), upload.name)
         if check.error:
             raise ValueError(check.error)
-        note = " (the file is cut short; complete records kept)" if check.truncated else ""
-        st.caption(f"{check.usable} usable records{note}")
-        return DatasetSpec(str(check.path))
-    return DatasetSpec(BUNDLED)
+        st.session_state[kept_key] = (upload.name, check)
+    kept = st.session_state.get(kept_key)
+    if kept is None:
+        raise ValueError("upload a ShareGPT JSON file, or choose another prompt source")
+    name, check = kept
+    if not check.path.exists():
+        del st.session_state[kept_key]
+        raise ValueError(f"the stored copy of {name} is gone; upload it again")
+    note = " (the file is cut short; complete records kept)" if check.truncated else ""
+    earlier = "" if upload is not None else " – uploaded earlier; upload another file to replace it"
+    st.caption(f"{name}: {check.usable} usable records{note}{earlier}")
+    return check.path
 
 
 def _policies(prefix: str, sweep: bool) -> tuple[ArrivalPolicy, ...]:

@@ -212,6 +212,20 @@ def test_a_bad_upload_shows_one_error_and_a_good_one_is_accepted(runs_dir):
     assert not at.button(key="live.start").disabled
 
 
+def test_an_accepted_upload_is_still_used_after_a_visit_to_another_page(runs_dir):
+    at = open_app()
+    at.radio(key="live.dataset").set_value("upload").run()
+    good = [{"id": "a", "conversations": [{"from": "human", "value": "Tell me about the sea."}]}] * 3
+    at.file_uploader(key="live.upload").upload("good.json", json.dumps(good).encode(), "application/json").run()
+    assert not at.button(key="live.start").disabled
+
+    at.switch_page("pages/saved_runs.py").run()
+    at.switch_page("pages/live_run.py").run()
+    assert not at.exception and not at.error
+    assert any("good.json: 3 usable records" in c.value and "uploaded earlier" in c.value for c in at.caption)
+    assert not at.button(key="live.start").disabled
+
+
 def test_a_failing_run_shows_its_error_on_the_page(runs_dir):
     at = open_app()
     # every prompt is shorter than the ShareGPT filter's 4 tokens: the trace comes out empty
