@@ -30,7 +30,7 @@ POLL_S = 0.2  # how often a worker re-checks cancel and finished work: Stop feel
 class LaunchStatus:
     state: str  # "loading" | "running" | "done" | "cancelled" | "failed"
     message: str  # what the worker is doing (model loading steps, trace sampling)
-    fraction: float  # progress of model loading, 0..1
+    fraction: float  # progress of what `message` names (model loading, trace sampling), 0..1
     error: str | None
 
     @property

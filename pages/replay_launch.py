@@ -105,6 +105,10 @@ class ReplayView:
         return tuple(r.result for r in self.runs if r.result is not None)
 
 
+class _Stopped(Exception):
+    """Stop was pressed while the trace was being sampled."""
+
+
 @dataclass
 class _Job:
     job: ReplayJob
@@ -137,9 +141,19 @@ class ReplayLaunch(Launch):
         pair = self._pair(spec.preset, spec.device)
         if self._cancel.is_set():
             return None
-        self._progress(f"Sampling {spec.num_requests} requests ({spec.dataset.describe()})", 1.0)
-        trace = load_trace(spec.dataset, pair, spec.num_requests, spec.seed, spec.params.max_new_tokens)
-        if self._cancel.is_set():  # Stop pressed while the trace was being sampled: start no engine
+        source = spec.dataset.describe()
+        self._progress(f"Sampling {spec.num_requests} requests ({source})", 0.0)
+
+        def sampled(done: int, wanted: int) -> None:
+            if self._cancel.is_set():
+                raise _Stopped
+            self._progress(f"Sampling requests ({source}): {done}/{wanted}", done / wanted)
+
+        try:
+            trace = load_trace(spec.dataset, pair, spec.num_requests, spec.seed, spec.params.max_new_tokens, sampled)
+        except _Stopped:  # Stop pressed while the trace was being sampled: start no engine
+            return None
+        if self._cancel.is_set():
             return None
         meta = {
             "invocation": {

@@ -8,6 +8,7 @@ with ``at.run()`` until the launch has ended, within a bounded time.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import threading
 import time
@@ -343,6 +344,35 @@ def test_model_loading_progress_is_shown_while_the_pair_loads(runs_dir, monkeypa
     release.set()
     rerun_until(at, ended("live"))
     assert "Finished" in at.success[0].value
+
+
+def test_stop_while_prompts_are_sampled_ends_the_sampling_and_starts_no_engine(runs_dir, monkeypatch):
+    from workloads import sharegpt
+
+    release = threading.Event()
+    calls = itertools.count()
+    real_token_len = sharegpt.token_len
+
+    def slow_token_len(tokenizer, text):  # the third reply to be measured waits for the test
+        if next(calls) == 2:
+            assert release.wait(30), "the test never released the sampler"
+        return real_token_len(tokenizer, text)
+
+    monkeypatch.setattr(sharegpt, "token_len", slow_token_len)
+    at = open_app()
+    at.number_input(key="live.num_requests").set_value(50)
+    at.button(key="live.start").click().run()
+    sampling = lambda a: [p.proto for p in a.get("progress") if "Sampling requests" in p.proto.text]  # noqa: E731
+    (bar,) = sampling(rerun_until(at, lambda a: bool(sampling(a))))
+    assert bar.text.endswith("/50") and 0 < bar.value < 100
+
+    at.button(key="live.stop").click().run()
+    release.set()
+    rerun_until(at, ended("live"), timeout=60)
+    assert any(w.value.startswith("Stopped") for w in at.warning)
+    assert next(calls) == 3  # no reply was measured after the one that waited: sampling did not go on to 50
+    assert wait_for_no_threads() == []
+    assert list_run_dirs(runs_dir) == []
 
 
 def write_cli_run(out: Path, engines: str, concurrency: str) -> None:

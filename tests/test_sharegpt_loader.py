@@ -182,6 +182,23 @@ def test_num_requests_stops_tokenising_early(tmp_path):
     assert CountingTokenizer.calls == 10
 
 
+def test_progress_follows_the_sampling_and_an_exception_from_it_ends_it(tmp_path):
+    path = write(tmp_path, [record(f"r{i}", words(8), words(8)) for i in range(50)])
+    seen = []
+    load_sharegpt(path, TOK, num_requests=5, progress=lambda done, wanted: seen.append((done, wanted)))
+    assert seen == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_two(done: int, wanted: int) -> None:
+        if done == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        load_sharegpt(path, TOK, num_requests=5, progress=stop_at_two)
+
+
 def test_bad_records_are_skipped_and_counted(tmp_path):
     rows = [
         record("good1", words(8), words(8)),

@@ -313,7 +313,15 @@ def replay_command(args: argparse.Namespace) -> int:
             device=args.device,
             dtype=args.dtype,
         )
-        trace = load_trace(dataset, pair, args.num_requests, args.seed, args.max_new_tokens)
+        with tqdm(total=args.num_requests, desc="sampling prompts", unit="req", file=sys.stderr) as sampling:
+            trace = load_trace(
+                dataset,
+                pair,
+                args.num_requests,
+                args.seed,
+                args.max_new_tokens,
+                lambda done, _wanted: sampling.update(done - sampling.n),
+            )
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from exc
     meta = {

@@ -343,6 +343,7 @@ def load_sharegpt(
     default_output_len: int = 128,
     max_context: int | None = None,
     encode_prompt: Callable[[str], list[int]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Dataset:
     """Sample up to ``num_requests`` requests (all usable ones when ``None``).
 
@@ -350,7 +351,8 @@ def load_sharegpt(
     model's context window: prompt plus output must fit in it. ``encode_prompt``
     is how the engines will tokenise a prompt (with the chat template, say), so
     that the length filter counts the tokens they will actually get; by default
-    the bare tokenizer.
+    the bare tokenizer. ``progress(sampled, wanted)`` is called as requests are
+    taken; an exception it raises ends the sampling.
     """
     if default_output_len < 1:
         raise ValueError("default_output_len must be positive")
@@ -379,6 +381,8 @@ def load_sharegpt(
             filtered_out += 1
             continue
         requests.append(SampledRequest(ex.record_id, ex.prompt, output_len, prompt_len, ex.reply is not None))
+        if progress is not None:
+            progress(len(requests), wanted)
     if num_requests is not None and len(requests) < num_requests:
         log.warning(
             "%s: only %d of %d requested prompts pass the length filter",

@@ -121,8 +121,14 @@ def load_trace(
     num_requests: int,
     seed: int,
     max_new_tokens: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Trace:
-    """Sample and tokenise ``num_requests`` requests for ``pair``'s tokenizer."""
+    """Sample and tokenise ``num_requests`` requests for ``pair``'s tokenizer.
+
+    ``progress(sampled, wanted)`` follows the sampling of ShareGPT prompts (the
+    slow part: each candidate is tokenised to apply the length filter); an
+    exception it raises ends it.
+    """
     if num_requests < 1:
         raise ValueError(f"num_requests must be >= 1, got {num_requests}")
     spec.check()
@@ -132,6 +138,12 @@ def load_trace(
             sampled, lambda text: pair.encode_prompt(text, raw=True), max_new_tokens, spec.describe(), seed
         )
     dataset = load_sharegpt(
-        spec.name, pair.tokenizer, num_requests, seed, max_context=pair.max_context, encode_prompt=pair.encode_prompt
+        spec.name,
+        pair.tokenizer,
+        num_requests,
+        seed,
+        max_context=pair.max_context,
+        encode_prompt=pair.encode_prompt,
+        progress=progress,
     )
     return build_trace(dataset.requests, pair.encode_prompt, max_new_tokens, spec.describe(), seed)
