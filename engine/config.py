@@ -114,7 +114,8 @@ def add_controller_args(parser) -> None:
         "--target-verify-queue",
         type=int,
         default=defaults.target_verify_queue,
-        help="feedback controller: verify blocks waiting before it shortens L",
+        help="feedback controller: PDV verify blocks ahead (queued or verifying) above which it shortens L; "
+        "at most --micro-batches - 1 can be ahead",
     )
     parser.add_argument(
         "--target-decode-p95-ms",

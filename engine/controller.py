@@ -36,7 +36,7 @@ EMA_WEIGHT = 0.2  # ~5 steps of memory: reacts within a second at typical step r
 
 @dataclass(frozen=True)
 class LoadSignals:
-    verify_queue: int  # draft blocks waiting for the verify lane
+    verify_queue: int  # PDV: blocks queued for or in verification (at most micro_batches - 1); else 0
     decode_p95_ms: float  # p95 of recent decode-lane step latencies
     batch_size: int  # sequences in the step being scheduled
 

@@ -13,6 +13,7 @@ the device at once the arbiter favours decode (see ``engine.lanes``).
 from __future__ import annotations
 
 import queue
+import threading
 
 from engine.base import Engine
 from engine.devices import LaneStream
@@ -33,6 +34,9 @@ class PDEngine(Engine):
         self._prefilling: list[Sequence] = []  # owned by the prefill lane
         self._handoff: queue.SimpleQueue[Sequence] = queue.SimpleQueue()  # prefill -> decode
         self._running: list[Sequence] = []  # owned by the decode lane
+        # held while the decode lane moves hand-offs into _running, so the prefill lane's count of the
+        # decode side never misses sequences in between (which would let it admit past the batch limit)
+        self._side_lock = threading.Lock()
 
     def _lane_loops(self):
         return {"prefill": self._prefill_loop, "decode": self._decode_loop}
@@ -48,7 +52,8 @@ class PDEngine(Engine):
 
     def _decode_side(self) -> int:
         """Sequences past prefill (read by the prefill lane for the batch limit)."""
-        return self._handoff.qsize() + len(self._running)
+        with self._side_lock:
+            return self._handoff.qsize() + len(self._running)
 
     # ---------------------------------------------------------------- prefill
     def _prefill_loop(self) -> None:
@@ -88,7 +93,8 @@ class PDEngine(Engine):
     # ----------------------------------------------------------------- decode
     def _decode_loop(self) -> None:
         stream = self.streams["decode"]
-        self._running += self._take_handoffs(stream)
+        with self._side_lock:
+            self._running += self._take_handoffs(stream)
         if not self._running:
             self._idle()
             return

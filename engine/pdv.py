@@ -45,6 +45,8 @@ class PDVEngine(PDEngine):
         self._verify_queue: deque[DraftBlock] = deque()
         self._in_flight = 0  # sequences the decode lane took: being drafted, in queued or verifying blocks
         self._groups_out = 0  # groups counted in _in_flight
+        self._verifying = 0  # blocks the verify lane has taken and not yet finished (0 or 1)
+        self._hybrid_mode: bool | None = None  # the mode of the decode lane's last group
         self.hybrid_steps = 0  # decode steps run atomically (hybrid mode)
         self.pipelined_blocks = 0  # blocks handed to the verify lane
 
@@ -67,7 +69,8 @@ class PDVEngine(PDEngine):
             }
 
     def _decode_side(self) -> int:
-        return len(self._ready) + self._in_flight
+        with self._qlock:
+            return len(self._ready) + self._in_flight
 
     def _hand_to_decode(self, seqs: list[Sequence]) -> None:
         with self._qlock:
@@ -91,6 +94,11 @@ class PDVEngine(PDEngine):
                 self._groups_out += 1
         return group, hybrid
 
+    def _verify_ahead(self) -> int:
+        """Blocks ahead of the one about to be drafted in the verify lane: queued or being verified."""
+        with self._qlock:
+            return len(self._verify_queue) + self._verifying
+
     def _return_group(self, taken: int, alive: list[Sequence]) -> None:
         """A group of ``taken`` sequences is done with; ``alive`` go back to the ready queue."""
         with self._qlock:
@@ -107,13 +115,19 @@ class PDVEngine(PDEngine):
             return
         for event in {id(s.handoff_event): s.handoff_event for s in group}.values():
             stream.wait(event)
+        if hybrid != self._hybrid_mode:
+            # a hybrid step times draft + verify, a pipelined one the draft alone: the p95 the
+            # controller reads must not mix the two
+            self._decode_latencies.clear()
+            self._hybrid_mode = hybrid
+        ahead = self._verify_ahead()
         with self.arbiter.turn("decode"), self.lanes["decode"].busy(), stream.activate():
             try:
                 if hybrid:
                     self.hybrid_steps += 1
-                    alive = self._step(group, len(self._verify_queue))
+                    alive = self._step(group, ahead)
                 else:
-                    block = self._draft(group, len(self._verify_queue))
+                    block = self._draft(group, ahead)
                     self._decode_latencies.append(block.draft_s)
                     block.ready_event = stream.record()
             except Exception as exc:
@@ -135,6 +149,7 @@ class PDVEngine(PDEngine):
     def _verify_loop(self) -> None:
         with self._qlock:
             block = self._verify_queue.popleft() if self._verify_queue else None
+            self._verifying += block is not None
         if block is None:
             self._idle()
             return
@@ -149,5 +164,7 @@ class PDVEngine(PDEngine):
             event = stream.record()
         for seq in alive:
             seq.handoff_event = event
+        with self._qlock:
+            self._verifying -= 1
         self._return_group(len(block.seqs), alive)
         self._notify()

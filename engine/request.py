@@ -96,6 +96,9 @@ class Request:
     token_kinds: list[TokenKind] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event, repr=False)
+    # makes ending the request one step: a lane still stepping a request that another thread has
+    # just failed (a crashed lane, a stop) cannot add tokens to it or end it a second time
+    _end_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         if not self.request_id:
@@ -129,32 +132,39 @@ class Request:
         self.admitted_time = time.perf_counter()
 
     def emit(self, token_ids: list[int], kinds: list[TokenKind], finish_reason: str | None) -> None:
-        """Append tokens emitted together; finish the request if ``finish_reason`` is set."""
+        """Append tokens emitted together; finish the request if ``finish_reason`` is set.
+
+        Tokens for a request that has already ended are dropped.
+        """
         now = time.perf_counter()
-        if self.first_token_time is None and token_ids:
-            self.first_token_time = now
-        self.output_token_ids.extend(token_ids)
-        self.token_kinds.extend(kinds)
-        self.token_times.extend([now] * len(token_ids))
-        if finish_reason is not None:
-            self.finish_reason = finish_reason
-            self._finish(RequestStatus.OK, None, now, tuple(token_ids))
-        else:
-            self._publish(TokenEvent(self.request_id, tuple(token_ids), now, False))
+        with self._end_lock:
+            if self.status.finished:
+                return
+            if self.first_token_time is None and token_ids:
+                self.first_token_time = now
+            self.output_token_ids.extend(token_ids)
+            self.token_kinds.extend(kinds)
+            self.token_times.extend([now] * len(token_ids))
+            if finish_reason is not None:
+                self.finish_reason = finish_reason
+                self._end(RequestStatus.OK, None, now)
+        self._publish(TokenEvent(self.request_id, tuple(token_ids), now, finish_reason is not None))
 
     def fail(self, status: RequestStatus, error: str | None) -> None:
         """End the request as failed, cancelled or rejected, keeping what it produced."""
         assert status in (RequestStatus.FAILED, RequestStatus.CANCELLED, RequestStatus.REJECTED)
-        self._finish(status, error, time.perf_counter())
+        now = time.perf_counter()
+        with self._end_lock:
+            if self.status.finished:
+                return
+            self._end(status, error, now)
+        self._publish(TokenEvent(self.request_id, (), now, True))
 
-    def _finish(self, status: RequestStatus, error: str | None, now: float, last_tokens: tuple[int, ...] = ()) -> None:
-        if self.status.finished:
-            return
+    def _end(self, status: RequestStatus, error: str | None, now: float) -> None:
         self.status = status
         self.error = error
         self.finish_time = now
         self.done.set()
-        self._publish(TokenEvent(self.request_id, last_tokens, now, True))
 
     def _publish(self, event: TokenEvent) -> None:
         """Hand ``event`` to the listener. It runs on an engine lane thread, so its errors stay its own:

@@ -204,3 +204,100 @@ def test_a_request_submitted_after_stop_is_rejected_and_counted(tiny_pair):
     late = eng.submit(Request("late", [1, 2, 3], SamplingParams(max_new_tokens=4)))
     assert late.status == "rejected" and late.error == "engine is stopped" and late.done.is_set()
     assert eng.stats().finished == 1
+
+
+def test_a_request_ended_by_another_thread_takes_no_more_tokens_and_ends_once():
+    from engine.request import TokenKind
+
+    events = []
+    req = Request("r", [1, 2, 3], SamplingParams(max_new_tokens=8), on_event=events.append)
+    req.emit([5], [TokenKind.FIRST], None)
+    req.fail(RequestStatus.FAILED, "the verify lane crashed")
+    # a lane still stepping the request finishes its step after the crash failed it
+    req.emit([6, 7], [TokenKind.ACCEPTED, TokenKind.BONUS], "length")
+    req.fail(RequestStatus.CANCELLED, "stopped")
+    assert (req.status, req.error, req.finish_reason) == ("failed", "the verify lane crashed", None)
+    assert req.output_token_ids == [5] and len(req.token_kinds) == len(req.token_times) == 1
+    assert [(e.token_ids, e.finished) for e in events] == [((5,), False), ((), True)]
+
+
+def test_racing_ends_of_one_request_publish_exactly_one_final_event():
+    from engine.request import TokenKind
+
+    def end_twice_at_once(i: int) -> tuple[Request, list]:
+        finals = []
+        req = Request(f"r{i}", [1], on_event=lambda e: e.finished and finals.append(e))
+        start = threading.Barrier(2)
+
+        def finish():
+            start.wait()
+            req.emit([4], [TokenKind.DECODE], "stop")
+
+        def crash():
+            start.wait()
+            req.fail(RequestStatus.FAILED, "crash")
+
+        threads = [threading.Thread(target=finish), threading.Thread(target=crash)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return req, finals
+
+    for i in range(200):
+        req, finals = end_twice_at_once(i)
+        assert len(finals) == 1
+        assert (req.status == "ok") == (req.output_token_ids == [4])
+
+
+def _pdv_signals(tiny_pair, config: EngineConfig, n: int, verify_sleep: float):
+    """Run ``n`` requests through PDV with a slowed verify stage.
+
+    Returns, for every draft, whether it was a hybrid step and the controller's inputs.
+    """
+    eng = make_engine("pdv", tiny_pair, config)
+    seen = []
+    decide = eng.controller.next_length
+    hybrid_steps = [0]
+
+    def recording(signals):
+        hybrid = eng.hybrid_steps > hybrid_steps[0]  # a hybrid step counts itself before it drafts
+        hybrid_steps[0] = eng.hybrid_steps
+        seen.append((hybrid, signals))
+        return decide(signals)
+
+    def slowed(verify):
+        def run(*args, **kwargs):
+            time.sleep(verify_sleep)
+            return verify(*args, **kwargs)
+
+        return run
+
+    eng.controller.next_length, eng._verify = recording, slowed(eng._verify)
+    eng.start()
+    reqs = [eng.submit(Request(f"q{i}", tiny_pair.encode_prompt(f"queue {i}"),
+                               SamplingParams(max_new_tokens=10 + 6 * i))) for i in range(n)]  # fmt: skip
+    assert all(r.done.wait(60) for r in reqs)
+    eng.stop()
+    assert all(r.status == RequestStatus.OK for r in reqs)
+    return seen
+
+
+def test_pdv_tells_the_controller_how_many_blocks_are_ahead_in_the_verify_lane(tiny_pair):
+    config = EngineConfig(engine="pdv", micro_batches=2, hybrid_threshold=0)
+    seen = _pdv_signals(tiny_pair, config, 4, verify_sleep=0.05)
+    ahead = [s.verify_queue for _, s in seen]
+    # while one group's block is being verified, the other group is drafted: one block is ahead of it,
+    # and never more than micro_batches - 1
+    assert max(ahead) == 1 and ahead.count(1) >= len(ahead) // 2
+
+
+def test_pdv_decode_p95_never_mixes_hybrid_and_pipelined_steps(tiny_pair):
+    # four requests of different lengths: pipelined while three or more run, hybrid after
+    config = EngineConfig(engine="pdv", micro_batches=2, hybrid_threshold=3)
+    seen = _pdv_signals(tiny_pair, config, 4, verify_sleep=0.05)
+    hybrid = [s.decode_p95_ms for is_hybrid, s in seen if is_hybrid]
+    pipelined = [s.decode_p95_ms for is_hybrid, s in seen if not is_hybrid]
+    assert hybrid and pipelined
+    assert all(p < 50 for p in pipelined)  # drafts alone: the slowed verify is not in them
+    assert all(p == 0 or p >= 50 for p in hybrid)  # empty after the switch, then draft + verify steps
