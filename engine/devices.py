@@ -38,6 +38,21 @@ def pci_bus_id(device: torch.device | str, backend: Any = None) -> str | None:
     return f"{domain:08X}:{bus:02X}:{dev:02X}.0"
 
 
+def keep_for_current_stream(*tensors: torch.Tensor | None, backend: Any = None) -> None:
+    """Mark CUDA tensors as used by the current stream before their last reference is dropped.
+
+    The caching allocator returns freed memory to the stream that allocated it
+    and may hand it out again at once. A tensor another lane allocated and this
+    lane's stream has queued kernels on must not be reused before they run;
+    ``record_stream`` makes the allocator wait for this stream's work first.
+    No-op for CPU tensors.
+    """
+    backend = backend if backend is not None else torch.cuda
+    for tensor in tensors:
+        if tensor is not None and tensor.device.type == "cuda":
+            tensor.record_stream(backend.current_stream(tensor.device))
+
+
 class LaneStream:
     def __init__(self, device: torch.device, backend: Any = None) -> None:
         self.device = device

@@ -29,6 +29,7 @@ import math
 import threading
 from collections import deque
 
+from engine.devices import keep_for_current_stream
 from engine.pd import PDEngine
 from engine.sequence import Sequence
 from engine.stages import DraftBlock
@@ -161,6 +162,7 @@ class PDVEngine(PDEngine):
                 alive = self._verify(block)
             except Exception as exc:
                 self._fail(block.seqs, exc)
+            keep_for_current_stream(*block.tensors())  # allocated on the decode lane's stream
             event = stream.record()
         for seq in alive:
             seq.handoff_event = event

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.devices import keep_for_current_stream
 from engine.kv import KVStore
 from engine.request import Request
 
@@ -55,6 +56,9 @@ class Sequence:
         return self.request.status.finished
 
     def release(self) -> None:
-        """Drop the KV stores (their memory returns to the allocator)."""
+        """Drop the KV stores (their memory returns to the allocator once the current stream's work is done)."""
+        for store in (self.verifier_kv, self.draft_kv):
+            if store is not None:
+                keep_for_current_stream(store.keys, store.values)
         self.verifier_kv = None
         self.draft_kv = None

@@ -14,6 +14,7 @@ from itertools import accumulate
 
 import torch
 
+from engine.devices import keep_for_current_stream
 from engine.request import StepRecord, TokenKind
 from engine.runner import ModelRunner
 from engine.sampling import SamplingRows, probabilities, sample, uniforms
@@ -134,6 +135,11 @@ class DraftBlock:
     draft_s: float = 0.0  # wall time of the draft forwards
     emitted_before: int = 0  # tokens the rows had emitted before this block
 
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The device tensors the draft lane made for the block (the verify lane reads them)."""
+        rows = self.rows
+        return self.tokens, self.probs, rows.temperature, rows.top_p, rows.top_k
+
 
 def draft_lengths(seqs: list[Sequence], draft_len: int) -> list[int]:
     """Per-row draft length: never propose past what max_new_tokens lets the row emit."""
@@ -206,6 +212,7 @@ def draft_block(
     for seq, ran in zip(seqs, forwards, strict=True):
         if ran:
             seq.draft_pending = []
+            keep_for_current_stream(seq.draft_features)  # written by the prefill or verify lane's stream
             seq.draft_features = None
     emitted = sum(seq.request.num_output_tokens for seq in seqs)
     return DraftBlock(seqs, rows, lens, tokens, probs, fed, before, forwards, emitted_before=emitted)
@@ -289,6 +296,7 @@ def accept_block(
                 seq.draft_pending, seq.draft_features = kept + [nxt], hidden[b, : n + 1]
             else:
                 seq.draft_pending.append(nxt)
+                keep_for_current_stream(seq.draft_features)  # read here, may come from another lane's stream
                 seq.draft_features = torch.cat([seq.draft_features, hidden[b, :1]])
         elif seq.draft_kv is not None:
             if ran:

@@ -5,7 +5,7 @@ import time
 
 import torch
 
-from engine.devices import LaneStream
+from engine.devices import LaneStream, keep_for_current_stream
 from engine.lanes import STARVATION_S, LaneArbiter, choose_lane
 
 
@@ -98,11 +98,28 @@ class FakeCuda:
         class Ctx:
             def __enter__(self):
                 backend.log.append(("enter", s.name))
+                self.before, backend.current = backend.current, s
 
             def __exit__(self, *a):
                 backend.log.append(("exit", s.name))
+                backend.current = self.before
 
         return Ctx()
+
+    def current_stream(self, device):
+        return self.current
+
+
+class FakeCudaTensor:
+    """Stands in for a CUDA tensor: records the streams it is marked as used by."""
+
+    device = torch.device("cuda")
+
+    def __init__(self):
+        self.streams = []
+
+    def record_stream(self, stream):
+        self.streams.append(stream.name)
 
 
 def test_handoff_orders_consumer_stream_after_producer_event():
@@ -130,3 +147,38 @@ def test_cpu_lane_stream_is_a_no_op():
         assert lane.record() is None
     lane.wait(None)
     assert lane.stream is None
+
+
+def test_a_tensor_dropped_by_a_lane_is_kept_for_that_lanes_stream():
+    cuda = FakeCuda()
+    producer = LaneStream(torch.device("cuda"), backend=cuda)
+    consumer = LaneStream(torch.device("cuda"), backend=cuda)
+    handed = FakeCudaTensor()
+    with producer.activate():
+        keep_for_current_stream(handed, backend=cuda)
+    with consumer.activate():
+        keep_for_current_stream(handed, torch.zeros(2), None, backend=cuda)  # CPU tensors and None: nothing
+    assert handed.streams == ["s1", "s2"]
+
+
+def test_pdv_keeps_what_crosses_lanes_for_the_stream_that_last_used_it(tiny_pair, monkeypatch):
+    from engine import pdv, sequence, stages
+    from engine.base import make_engine
+    from engine.config import EngineConfig, SamplingParams
+    from engine.request import Request
+
+    kept = []
+
+    def recording(*tensors, backend=None):
+        kept.append(tensors)
+
+    for module in (pdv, sequence, stages):
+        monkeypatch.setattr(module, "keep_for_current_stream", recording)
+    eng = make_engine("pdv", tiny_pair, EngineConfig(engine="pdv", hybrid_threshold=0)).start()
+    reqs = [eng.submit(Request(f"k{i}", [1, 2, 3 + i], SamplingParams(max_new_tokens=9))) for i in range(3)]
+    assert all(r.done.wait(60) for r in reqs)
+    eng.stop()
+    blocks = [t for t in kept if len(t) == 5]  # DraftBlock.tensors(): tokens, probs and the sampling rows
+    caches = [t for t in kept if len(t) == 2]  # a KV store's keys and values, at release
+    assert len(blocks) == eng.pipelined_blocks > 0
+    assert len(caches) == 2 * len(reqs)  # verifier and draft store of every request
