@@ -133,6 +133,12 @@ def check_appendable(out_dir: str | Path) -> None:
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise RunFilesError(f"{out} exists and is not a directory")
+    # the directory, or the nearest part of its path that exists, must be a directory this process can write in
+    existing = next(p for p in (out, *out.parents) if p.exists())
+    if not existing.is_dir():
+        raise RunFilesError(f"{out} cannot be created: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RunFilesError(f"{out} cannot be written: no write permission in {existing}")
     for name, columns in (
         (REQUESTS_CSV, REQUEST_COLUMNS),
         (TIMESERIES_CSV, TIMESERIES_COLUMNS),

@@ -34,6 +34,7 @@ BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic
         (["--preset", "nope"], "unknown preset 'nope'"),
         (["--max-new-tokens", "abc"], "invalid int value"),
         (["--dtype", "float33"], "invalid choice: 'float33'"),
+        (["--seed", "-1", "--rates", "2"], "--seed must be >= 0"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_message(args, message, tmp_path, capsys):
@@ -67,3 +68,33 @@ def test_summary_table_shows_missing_values_as_dashes():
     row = table.splitlines()[2]
     assert row.startswith("ar") and "R=2" in row and "9/10" in row
     assert row.split()[-3:] == ["-", "-", "-"]
+
+
+def test_an_output_path_that_cannot_be_a_directory_is_refused_before_loading(tmp_path, capsys):
+    (tmp_path / "notes.md").write_text("a file")
+    assert run_cli([*BASE, "--out", str(tmp_path / "notes.md" / "run")]) == 2
+    assert "notes.md is not a directory" in capsys.readouterr().err
+
+
+def test_a_run_that_stops_early_is_named_and_the_exit_code_says_so(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["--engines", "ar,pd", "--concurrency", "1", "--num-requests", "40", "--output-len", "64"]
+    code = run_cli([*BASE, *args, "--timeout-s", "0.05", "--warmup", "0", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "stopped early (timeout)" in captured.err and "of the trace's 40 requests completed" in captured.err
+    assert (out / "summary.csv").exists()  # what the runs measured is still written
+
+
+def test_a_run_file_that_cannot_be_written_is_one_message_and_exit_1(tmp_path, capsys, monkeypatch):
+    from workloads import sweep
+
+    def full_disk(out_dir, record):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sweep, "write_run", full_disk)
+    args = ["--engines", "ar", "--concurrency", "1", "--num-requests", "2", "--output-len", "4", "--warmup", "0"]
+    assert run_cli([*BASE, *args, "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "could not write the run files" in err and "No space left on device" in err
+    assert "Traceback" not in err

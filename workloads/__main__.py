@@ -8,8 +8,11 @@ Example::
 Open-loop instead of closed-loop: ``--rates 1,2,4 [--burstiness B] [--max-concurrency M]``
 (``--request-rate R`` is a one-rate ``--rates``). Prints a summary table, then
 one JSON line (``{"out_dir", "run_ids", "summaries"}``) as the last line of
-stdout. Bad input exits with code 2 and one message; an interrupted sweep
-(Ctrl-C) keeps the runs that finished and exits with 130.
+stdout. Exit codes: 0 when every planned run ran to its end; 1 when a run
+stopped early (timeout, engine error, an engine that did not stop), a run
+file could not be written, or the sweep ended before its last run, each
+named on stderr; 2 for bad input, with
+one message; 130 on Ctrl-C, which keeps the runs that finished.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from engine.config import (
     add_controller_args,
     controller_from_args,
 )
+from engine.presets import PRESETS
 from metrics.export import check_appendable, jsonable
 from metrics.summary import SLO, RunSummary
 from metrics.timeseries import DEFAULT_HZ
@@ -43,6 +47,7 @@ from workloads.synthetic import LengthSpec
 from workloads.trace import SYNTHETIC, DatasetSpec
 
 T = TypeVar("T")
+EXIT_INCOMPLETE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -216,6 +221,10 @@ def plan_from_args(args: argparse.Namespace):
         slo = SLO(args.ttft_slo_ms, args.tpot_slo_ms)
         if args.num_requests < 1:
             raise ValueError(f"--num-requests must be >= 1, got {args.num_requests}")
+        if args.seed < 0:
+            raise ValueError(f"--seed must be >= 0, got {args.seed}")
+        if args.preset is not None and args.preset not in PRESETS:
+            raise ValueError(f"unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
         if args.warmup < 0:
             raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
         dataset = DatasetSpec(
@@ -306,13 +315,21 @@ def replay_command(args: argparse.Namespace) -> int:
 
     plan, dataset, out = plan_from_args(args)
     try:
-        pair = load_model_pair(
-            preset=args.preset,
-            draft_model=args.draft_model,
-            verifier_model=args.verifier_model,
-            device=args.device,
-            dtype=args.dtype,
-        )
+        loading = tqdm(total=100, desc="loading models", file=sys.stderr, bar_format="{desc}: {percentage:3.0f}%")
+        with loading:
+
+            def loaded(message: str, fraction: float) -> None:
+                loading.set_description(message, refresh=False)
+                loading.update(round(100 * fraction) - loading.n)
+
+            pair = load_model_pair(
+                preset=args.preset,
+                draft_model=args.draft_model,
+                verifier_model=args.verifier_model,
+                device=args.device,
+                dtype=args.dtype,
+                progress=loaded,
+            )
         with tqdm(total=args.num_requests, desc="sampling prompts", unit="req", file=sys.stderr) as sampling:
             trace = load_trace(
                 dataset,
@@ -324,6 +341,9 @@ def replay_command(args: argparse.Namespace) -> int:
             )
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from exc
+    except KeyboardInterrupt:
+        print("interrupted before the first run: nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     meta = {
         "invocation": {
             "argv": sys.argv[1:],
@@ -366,7 +386,7 @@ def replay_command(args: argparse.Namespace) -> int:
             bar.write("interrupted: cancelling the run in progress (the finished runs are kept)", file=sys.stderr)
     worker.join()
     bar.close()
-    if failure:
+    if failure and not isinstance(failure[0], OSError):
         raise failure[0]
     summaries = [r.summary for r in results]
     print(format_table(summaries))
@@ -383,7 +403,21 @@ def replay_command(args: argparse.Namespace) -> int:
             allow_nan=False,
         )
     )
-    return EXIT_INTERRUPTED if interrupted else 0
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if failure:  # a run file could not be written (disk full, permissions): the sweep ended there
+        print(f"could not write the run files in {out}: {failure[0]}", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    short = [r for r in results if r.stop_reason is not None]
+    for r in short:
+        print(
+            f"{r.key.run_id} stopped early ({r.stop_reason}): "
+            f"{r.summary.completed} of the trace's {len(trace)} requests completed",
+            file=sys.stderr,
+        )
+    if len(results) < runs:
+        print(f"the sweep ended early: {runs - len(results)} of its {runs} runs did not run", file=sys.stderr)
+    return EXIT_INCOMPLETE if short or len(results) < runs else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
