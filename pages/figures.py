@@ -159,9 +159,15 @@ def latency_histogram(requests: pd.DataFrame, column: str, title: str) -> go.Fig
         rows = rows[rows["status"] == "ok"]
     if rows.empty:
         return _waiting(fig)
+    # one set of 20 bins for every engine, so that bar heights compare across engines
+    lo, hi = float(rows[column].min()), float(rows[column].max())
+    size = (hi - lo) / 20 if hi > lo else 1.0
+    bins = {"start": lo, "end": hi + size, "size": size}
     for name, engine, g in _groups(rows, "engine"):
         fig.add_trace(
-            go.Histogram(x=g[column], name=name, marker={"color": engine_color(engine)}, opacity=0.65, nbinsx=20)
+            go.Histogram(
+                x=g[column], name=name, marker={"color": engine_color(engine)}, opacity=0.65, xbins=bins, bingroup=1
+            )
         )
     fig.update_layout(barmode="overlay")
     return _legend(fig)

@@ -122,6 +122,16 @@ def test_latency_histogram_counts_completed_requests_only():
     assert [t.marker.color for t in fig.data] == [figures.ENGINE_COLORS[e] for e in ENGINES]
 
 
+def test_latency_histograms_of_every_engine_share_one_set_of_bins():
+    frame = pd.DataFrame({"engine": ["ar"] * 50 + ["pdv"] * 3, "status": "ok",
+                          "ttft_ms": [float(i) for i in range(50)] + [400.0, 410.0, 420.0]})  # fmt: skip
+    fig = figures.latency_histogram(frame, "ttft_ms", "TTFT")
+    bins = [(t.xbins.start, t.xbins.end, t.xbins.size) for t in fig.data]
+    assert len(bins) == 2 and bins[0] == bins[1]
+    start, end, size = bins[0]
+    assert start <= 0 and end > 420 and size == 21  # 20 bins over 0..420
+
+
 def test_queue_depths_draw_only_the_lanes_an_engine_has():
     ts = series()
     names = {e: [t.name for t in figures.queue_depths(ts, e).data] for e in ENGINES}
