@@ -77,7 +77,11 @@ def charts_card() -> None:
     view = current_view()
     if view is None:
         return
-    frames = tables.results_frames(view.results)
+    # a run that stopped early (Stop, timeout, engine error) measured only part of its trace:
+    # it stays in the table, marked, but not on the charts, where it would read as a full load point
+    whole = [r for r in view.results if r.stop_reason is None]
+    short = {r.run_id: r.stop_reason for r in view.results if r.stop_reason is not None}
+    frames = tables.results_frames(whole)
     summary = tables.with_mean_draft_length(frames.summary, frames.requests)
     closed = summary["request_rate"].isna().all()
     x = "concurrency" if closed else "request_rate"
@@ -96,9 +100,17 @@ def charts_card() -> None:
     for i, (metrics, title, y_title) in enumerate(charts):
         with columns[i % 2]:
             st.plotly_chart(figures.metric_vs_load(summary, metrics, x, title, y_title), key=f"sweep.chart.{i}")
-    if not summary.empty:
+    if short:
+        st.caption(
+            f"Not on the charts: {len(short)} run(s) that stopped before their trace ended "
+            f"({', '.join(sorted(set(short.values())))}); see the table."
+        )
+    if view.results:
+        frames = tables.results_frames(view.results)
+        table = tables.with_mean_draft_length(frames.summary, frames.requests)
+        table["stopped early"] = table["run_id"].map(short).fillna("")
         st.subheader("Results")
-        st.dataframe(summary[SUMMARY_COLUMNS].round(2), hide_index=True)
+        st.dataframe(table[[*SUMMARY_COLUMNS, "stopped early"]].round(2), hide_index=True)
 
 
 controls.status_card(

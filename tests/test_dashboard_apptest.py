@@ -259,6 +259,29 @@ def test_a_sweep_on_tiny_charts_every_engine_at_every_load(runs_dir):
     assert [values(t["x"]) for t in tput] == [[1, 2], [1, 2]]
 
 
+def test_a_sweep_run_cut_short_by_stop_is_marked_in_the_table_and_left_off_the_charts(runs_dir):
+    at = open_app()
+    at.switch_page("pages/sweep_run.py").run()
+    for engine in ("pd", "pdv"):
+        at.toggle(key=f"sweep.engine.{engine}").set_value(False)
+    at.text_input(key="sweep.concurrencies").set_value("1, 2")
+    at.number_input(key="sweep.num_requests").set_value(400)  # far more than the test waits for
+    at.number_input(key="sweep.max_new_tokens").set_value(16)
+    at.button(key="sweep.start").click().run()
+
+    def sweep_finished(a: AppTest) -> int:
+        texts = [p.proto.text for p in a.get("progress") if " requests over " in p.proto.text]
+        return int(texts[0].split("/")[0]) if texts else 0
+
+    rerun_until(at, lambda a: sweep_finished(a) >= 3)
+    at.button(key="sweep.stop").click().run()
+    rerun_until(at, ended("sweep"))
+    results = at.dataframe[-1].value
+    assert list(results["stopped early"]) == ["cancelled"]
+    assert any("Not on the charts: 1 run(s)" in c.value for c in at.caption)
+    assert charts(at)["sweep.chart.0"]["data"] == []
+
+
 def test_inspect_paints_each_token_by_kind_and_charts_the_steps(runs_dir):
     at = open_app()
     at.switch_page("pages/inspect_request.py").run()
