@@ -41,7 +41,10 @@ st.header("Runs", divider="gray")
 st.caption(f"Run directories under `{root}` (set `PDV_RUNS_DIR` to look elsewhere).")
 infos = list_run_dirs(root)
 if not infos:
-    st.info("No runs yet. Start one on the Live run or Sweep page, or run `python -m workloads replay --out DIR`.")
+    st.info(
+        "No runs yet. Start one on the Live run or Sweep page, or run "
+        f"`python -m workloads replay --out {root}/NAME` (runs written elsewhere are not listed here)."
+    )
     st.stop()
 
 by_name = {name_of(info.path): info for info in infos}
@@ -80,14 +83,27 @@ if not opened:
     st.stop()
 
 
+def stopped_early(directory: RunDirectory) -> dict[str, str]:
+    """run_id -> why it stopped before its trace ended, for the runs that did."""
+    return {str(r.get("run_id")): str(r["stop_reason"]) for r in directory.runs if r.get("stop_reason")}
+
+
 def labelled(frame: pd.DataFrame, directory: RunDirectory, name: str) -> pd.DataFrame:
     out = with_labels(frame, directory.frames.summary)
+    why = stopped_early(directory)
+    out["label"] = [
+        f"{label} (stopped early: {why[run]})" if run in why else label
+        for label, run in zip(out["label"], out["run_id"], strict=True)
+    ]
     if len(opened) > 1:
         out["label"] = name + " · " + out["label"]
     return out
 
 
 summary = pd.concat([labelled(d.frames.summary, d, n) for n, d in opened.items()], ignore_index=True)
+summary["stopped early"] = pd.concat(
+    [d.frames.summary["run_id"].map(stopped_early(d)) for d in opened.values()], ignore_index=True
+).fillna("")
 requests = pd.concat([d.frames.requests.assign(directory=n) for n, d in opened.items()], ignore_index=True)
 series = pd.concat([labelled(d.frames.timeseries, d, n) for n, d in opened.items()], ignore_index=True)
 ttft = pd.concat([labelled(cdf(d.frames.requests, "ttft_ms"), d, n) for n, d in opened.items()], ignore_index=True)
@@ -125,12 +141,21 @@ st.dataframe(summary.drop(columns=["label"]).round(2), hide_index=True)
 st.subheader("Files")
 for name, directory in opened.items():
     with st.expander(f"{name} – {len(directory.runs)} run(s)", expanded=len(opened) == 1):
-        first = directory.runs[0] if directory.runs else {}
-        models = first.get("models", {})
-        st.caption(
-            f"models: {models.get('verifier', '?')} (verifier), {models.get('draft', '?')} (draft) · "
-            f"device: {first.get('device', '?')} · dataset: {first.get('trace', {}).get('source', '?')}"
-        )
+        setups = {
+            (
+                f"models: {r.get('models', {}).get('verifier', '?')} (verifier), "
+                f"{r.get('models', {}).get('draft', '?')} (draft) · device: {r.get('device', '?')} · "
+                f"dataset: {r.get('trace', {}).get('source', '?')}"
+            ): None
+            for r in directory.runs
+        }
+        if len(setups) > 1:  # `--out` appends: one directory can hold runs that do not compare
+            st.warning(
+                f"The runs in this directory differ in models, device or dataset ({len(setups)} setups); "
+                "compare them with care:\n\n" + "\n\n".join(f"- {setup}" for setup in setups)
+            )
+        else:
+            st.caption(next(iter(setups), ""))
         buttons = st.columns(len(RUN_FILES) + 1)
         for column, file_name in zip(buttons, RUN_FILES, strict=False):
             path = directory.path / file_name

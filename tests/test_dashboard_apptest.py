@@ -398,15 +398,14 @@ def test_stop_while_prompts_are_sampled_ends_the_sampling_and_starts_no_engine(r
     assert list_run_dirs(runs_dir) == []
 
 
-def write_cli_run(out: Path, engines: str, concurrency: str) -> None:
+def write_cli_run(out: Path, engines: str, concurrency: str, *extra: str, code: int = 0) -> None:
     from workloads.__main__ import main
 
-    code = main([
+    assert main([
         "replay", "--engines", engines, "--concurrency", concurrency, "--num-requests", "3",
         "--dataset", "synthetic", "--input-len", "12", "--output-len", "4", "--preset", "tiny",
-        "--device", "cpu", "--out", str(out),
-    ])  # fmt: skip
-    assert code == 0
+        "--device", "cpu", "--out", str(out), *extra,
+    ]) == code  # fmt: skip
 
 
 def test_runs_page_lists_cli_runs_compares_them_and_deletes_after_confirmation(runs_dir, capsys):
@@ -441,6 +440,23 @@ def test_runs_page_lists_cli_runs_compares_them_and_deletes_after_confirmation(r
     assert not (runs_dir / "first").exists() and (runs_dir / "nested" / "second" / "run.json").is_file()
     assert list(at.dataframe[0].value["directory"]) == ["nested/second"]
     assert at.multiselect(key="runs.open").value == ["nested/second"]
+
+
+def test_runs_page_marks_runs_cut_short_and_a_directory_of_mixed_setups(runs_dir, capsys):
+    mixed = runs_dir / "mixed"
+    write_cli_run(mixed, "ar", "1")
+    write_cli_run(mixed, "pd", "1", "--input-len", "8", "--num-requests", "60", "--output-len", "64",
+                  "--timeout-s", "0.05", "--warmup", "0", code=1)  # fmt: skip
+    capsys.readouterr()
+    at = open_app()
+    at.switch_page("pages/saved_runs.py").run()
+    assert not at.exception, at.exception
+    summary = at.dataframe[1].value
+    assert dict(zip(summary["engine"], summary["stopped early"], strict=True)) == {"ar": "", "pd": "timeout"}
+    tput = charts(at)["runs.chart.tput"]["data"][0]
+    assert sorted(tput["x"]) == ["ar · C=1", "pd · C=1 (stopped early: timeout)"]
+    (warning,) = [w.value for w in at.warning if "differ in models, device or dataset" in w.value]
+    assert "prompt 12" in warning and "prompt 8" in warning
 
 
 def test_open_loop_and_an_adaptive_controller_reach_the_engine_as_chosen(runs_dir):
