@@ -20,6 +20,7 @@ from pages.settings import ENGINE_ORDER, preset_options
 from pages.uploads import UploadCheck, save_and_check
 from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
 from workloads.sharegpt import BUNDLED
+from workloads.sweep import setting_limits
 from workloads.synthetic import LengthSpec
 from workloads.trace import SYNTHETIC, DatasetSpec
 
@@ -186,6 +187,16 @@ def _slo(prefix: str) -> SLO | None:
     return SLO(float(ttft), float(tpot))
 
 
+def _notes(prefix: str, dataset: DatasetSpec, policies: tuple[ArrivalPolicy, ...], num: int, max_new: int) -> None:
+    """Say in the sidebar where one setting limits another, so no chart claims more than what ran."""
+    notes = [note[0].upper() + note[1:] + "." for note in setting_limits(dataset, policies, num, max_new)]
+    kept = st.session_state.get(f"{prefix}.upload.kept")
+    if dataset.name not in (BUNDLED, SYNTHETIC) and kept is not None and kept[1].usable < num:
+        notes.append(f"{kept[0]} has {kept[1].usable} usable records: a run takes at most {kept[1].usable} requests.")
+    for note in notes:
+        st.sidebar.warning(note, icon=":material/info:")
+
+
 def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, str | None]:
     """Draw the settings in the sidebar; ``(spec, None)``, or ``(None, problem)`` when they cannot run."""
     problems: list[str] = []
@@ -215,6 +226,7 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
         problems.insert(0, "switch on at least one engine")
     if problems:
         return None, problems[0]
+    _notes(prefix, dataset, policies, int(num), int(max_new))
     try:
         spec = ReplaySpec(
             kind=prefix,

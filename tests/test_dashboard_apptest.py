@@ -225,6 +225,24 @@ def test_an_accepted_upload_is_still_used_after_a_visit_to_another_page(runs_dir
     assert not at.exception and not at.error
     assert any("good.json: 3 usable records" in c.value and "uploaded earlier" in c.value for c in at.caption)
     assert not at.button(key="live.start").disabled
+    at.number_input(key="live.num_requests").set_value(5).run()
+    assert [w.value for w in at.sidebar.warning] == ["good.json has 3 usable records: a run takes at most 3 requests."]
+
+
+def test_the_sidebar_notes_settings_that_limit_each_other(runs_dir):
+    at = open_app()
+    at.switch_page("pages/sweep_run.py").run()
+    assert not [w for w in at.sidebar.warning]
+    at.radio(key="sweep.dataset").set_value("synthetic").run()
+    at.number_input(key="sweep.synthetic_output_len").set_value(64)
+    at.number_input(key="sweep.max_new_tokens").set_value(32)
+    at.number_input(key="sweep.num_requests").set_value(3)
+    at.text_input(key="sweep.concurrencies").set_value("1, 4").run()
+    notes = [w.value for w in at.sidebar.warning]
+    assert notes == [
+        "Output length 64 is capped by max new tokens (32).",
+        "Concurrency 4 is above the 3 requests: at most 3 run at once.",
+    ]
 
 
 def test_a_failing_run_shows_its_error_on_the_page(runs_dir):

@@ -98,3 +98,12 @@ def test_a_run_file_that_cannot_be_written_is_one_message_and_exit_1(tmp_path, c
     err = capsys.readouterr().err
     assert "could not write the run files" in err and "No space left on device" in err
     assert "Traceback" not in err
+
+
+def test_settings_that_limit_each_other_are_noted(tmp_path, capsys):
+    args = ["--engines", "ar", "--concurrency", "1,5", "--num-requests", "2", "--output-len", "64",
+            "--max-new-tokens", "4", "--warmup", "0"]  # fmt: skip
+    assert run_cli([*BASE, *args, "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "note: output length 64 is capped by max new tokens (4)" in err
+    assert "note: concurrency 5 is above the 2 requests: at most 2 run at once" in err

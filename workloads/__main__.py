@@ -310,10 +310,12 @@ def replay_command(args: argparse.Namespace) -> int:
 
     from engine.models import load_model_pair
     from workloads.environment import run_context
-    from workloads.sweep import SweepProgress, run_sweep
+    from workloads.sweep import SweepProgress, run_sweep, setting_limits
     from workloads.trace import load_trace
 
     plan, dataset, out = plan_from_args(args)
+    for note in setting_limits(dataset, plan.policies, args.num_requests, args.max_new_tokens):
+        print(f"note: {note}", file=sys.stderr)
     try:
         loading = tqdm(total=100, desc="loading models", file=sys.stderr, bar_format="{desc}: {percentage:3.0f}%")
         with loading:

@@ -22,7 +22,7 @@ from engine.config import EngineConfig, SamplingParams
 from metrics.export import check_appendable, write_run
 from metrics.summary import SLO
 from metrics.timeseries import DEFAULT_HZ
-from workloads.arrivals import ArrivalPolicy
+from workloads.arrivals import ArrivalPolicy, ClosedLoop
 from workloads.replay import (
     EngineFactory,
     LiveRun,
@@ -32,7 +32,7 @@ from workloads.replay import (
     load_label,
     replay,
 )
-from workloads.trace import Trace
+from workloads.trace import DatasetSpec, Trace
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,20 @@ class SweepProgress:
     def overall(self) -> tuple[int, int]:
         """(requests finished, requests planned) over the whole sweep."""
         return self.run_index * self.total + self.finished, self.runs * self.total
+
+
+def setting_limits(
+    dataset: DatasetSpec, policies: tuple[ArrivalPolicy, ...], num_requests: int, max_new_tokens: int
+) -> list[str]:
+    """Where one setting of a sweep limits another, in words: what will run is less than what was asked."""
+    notes = []
+    if dataset.synthetic and dataset.output_len.mean > max_new_tokens:
+        notes.append(f"output length {dataset.output_len.mean} is capped by max new tokens ({max_new_tokens})")
+    crowded = [p.concurrency for p in policies if isinstance(p, ClosedLoop) and p.concurrency > num_requests]
+    if crowded:
+        levels = ", ".join(str(c) for c in crowded)
+        notes.append(f"concurrency {levels} is above the {num_requests} requests: at most {num_requests} run at once")
+    return notes
 
 
 def run_sweep(
