@@ -50,7 +50,7 @@ class ControllerConfig:
     min_len: int = 1
     max_len: int = 8  # beyond 8 the acceptance of a small draft rarely pays for the extra draft passes
     allow_zero: bool = True  # feedback may switch speculation off (L = 0) under heavy load
-    target_verify_queue: int = 2  # verify blocks waiting before the controller backs off
+    target_verify_queue: int = 2  # PDV blocks ahead in verification above which feedback backs off
     target_decode_p95_ms: float = 0.0  # 0 = no latency target
     # a row stops drafting at the first position whose draft top-1 probability is below this (0 = off):
     # a weak draft's unsure proposals are mostly rejected, so skipping them saves draft and verify work

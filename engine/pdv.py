@@ -25,6 +25,7 @@ atomically, exactly as PD does.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections import deque
@@ -33,6 +34,8 @@ from engine.devices import keep_for_current_stream
 from engine.pd import PDEngine
 from engine.sequence import Sequence
 from engine.stages import DraftBlock
+
+log = logging.getLogger(__name__)
 
 
 class PDVEngine(PDEngine):
@@ -50,6 +53,18 @@ class PDVEngine(PDEngine):
         self._hybrid_mode: bool | None = None  # the mode of the decode lane's last group
         self.hybrid_steps = 0  # decode steps run atomically (hybrid mode)
         self.pipelined_blocks = 0  # blocks handed to the verify lane
+
+    def start(self):
+        ctrl = self.config.controller
+        if ctrl.kind == "feedback" and ctrl.target_verify_queue >= self.config.micro_batches - 1:
+            log.warning(
+                "pdv: the feedback controller's verify-queue target (%d) can never be exceeded with %d "
+                "micro-batches (at most %d blocks are ahead); only its acceptance and decode p95 inputs act",
+                ctrl.target_verify_queue,
+                self.config.micro_batches,
+                self.config.micro_batches - 1,
+            )
+        return super().start()
 
     def _lane_loops(self):
         return {"prefill": self._prefill_loop, "decode": self._decode_loop, "verify": self._verify_loop}
@@ -121,8 +136,8 @@ class PDVEngine(PDEngine):
             # controller reads must not mix the two
             self._decode_latencies.clear()
             self._hybrid_mode = hybrid
-        ahead = self._verify_ahead()
         with self.arbiter.turn("decode"), self.lanes["decode"].busy(), stream.activate():
+            ahead = self._verify_ahead()  # read once the turn is ours: waiting for it may have let a block finish
             try:
                 if hybrid:
                     self.hybrid_steps += 1

@@ -97,8 +97,9 @@ class Request:
     steps: list[StepRecord] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event, repr=False)
     # makes ending the request one step: a lane still stepping a request that another thread has
-    # just failed (a crashed lane, a stop) cannot add tokens to it or end it a second time
-    _end_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # just failed (a crashed lane, a stop) cannot add tokens to it, end it a second time or publish
+    # after its final event; reentrant, so a listener may read the request
+    _end_lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     def __post_init__(self) -> None:
         if not self.request_id:
@@ -128,8 +129,11 @@ class Request:
         self.arrival_time = time.perf_counter()
 
     def mark_admitted(self) -> None:
-        self.status = RequestStatus.RUNNING
-        self.admitted_time = time.perf_counter()
+        with self._end_lock:
+            if self.status.finished:  # ended meanwhile (cancelled, or failed with a crashed lane): stays ended
+                return
+            self.status = RequestStatus.RUNNING
+            self.admitted_time = time.perf_counter()
 
     def emit(self, token_ids: list[int], kinds: list[TokenKind], finish_reason: str | None) -> None:
         """Append tokens emitted together; finish the request if ``finish_reason`` is set.
@@ -137,7 +141,7 @@ class Request:
         Tokens for a request that has already ended are dropped.
         """
         now = time.perf_counter()
-        with self._end_lock:
+        with self._end_lock:  # held while publishing too, so the final event is always the last one
             if self.status.finished:
                 return
             if self.first_token_time is None and token_ids:
@@ -148,7 +152,7 @@ class Request:
             if finish_reason is not None:
                 self.finish_reason = finish_reason
                 self._end(RequestStatus.OK, None, now)
-        self._publish(TokenEvent(self.request_id, tuple(token_ids), now, finish_reason is not None))
+            self._publish(TokenEvent(self.request_id, tuple(token_ids), now, finish_reason is not None))
 
     def fail(self, status: RequestStatus, error: str | None) -> None:
         """End the request as failed, cancelled or rejected, keeping what it produced."""
@@ -158,7 +162,7 @@ class Request:
             if self.status.finished:
                 return
             self._end(status, error, now)
-        self._publish(TokenEvent(self.request_id, (), now, True))
+            self._publish(TokenEvent(self.request_id, (), now, True))
 
     def _end(self, status: RequestStatus, error: str | None, now: float) -> None:
         self.status = status

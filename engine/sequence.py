@@ -60,5 +60,6 @@ class Sequence:
         for store in (self.verifier_kv, self.draft_kv):
             if store is not None:
                 keep_for_current_stream(store.keys, store.values)
+        keep_for_current_stream(self.draft_features, self.prompt_feature)
         self.verifier_kv = None
         self.draft_kv = None

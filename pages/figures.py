@@ -161,8 +161,8 @@ def latency_histogram(requests: pd.DataFrame, column: str, title: str) -> go.Fig
         return _waiting(fig)
     # one set of 20 bins for every engine, so that bar heights compare across engines
     lo, hi = float(rows[column].min()), float(rows[column].max())
-    size = (hi - lo) / 20 if hi > lo else 1.0
-    bins = {"start": lo, "end": hi + size, "size": size}
+    size = (hi - lo) / 20 * (1 + 1e-9) if hi > lo else 1.0  # a hair wider, so the largest value is in bin 20
+    bins = {"start": lo, "end": lo + 20 * size, "size": size}
     for name, engine, g in _groups(rows, "engine"):
         fig.add_trace(
             go.Histogram(

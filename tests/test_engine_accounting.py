@@ -216,6 +216,7 @@ def test_a_request_ended_by_another_thread_takes_no_more_tokens_and_ends_once():
     # a lane still stepping the request finishes its step after the crash failed it
     req.emit([6, 7], [TokenKind.ACCEPTED, TokenKind.BONUS], "length")
     req.fail(RequestStatus.CANCELLED, "stopped")
+    req.mark_admitted()  # a prefill lane admitting it just after the crash does not bring it back
     assert (req.status, req.error, req.finish_reason) == ("failed", "the verify lane crashed", None)
     assert req.output_token_ids == [5] and len(req.token_kinds) == len(req.token_times) == 1
     assert [(e.token_ids, e.finished) for e in events] == [((5,), False), ((), True)]
@@ -301,3 +302,14 @@ def test_pdv_decode_p95_never_mixes_hybrid_and_pipelined_steps(tiny_pair):
     assert hybrid and pipelined
     assert all(p < 50 for p in pipelined)  # drafts alone: the slowed verify is not in them
     assert all(p == 0 or p >= 50 for p in hybrid)  # empty after the switch, then draft + verify steps
+
+
+def test_pdv_warns_when_the_feedback_queue_target_cannot_be_reached(tiny_pair, caplog):
+    from engine.config import ControllerConfig
+
+    feedback = ControllerConfig(kind="feedback", target_verify_queue=2)
+    for micro_batches, warned in ((2, True), (4, False)):
+        caplog.clear()
+        config = EngineConfig(engine="pdv", controller=feedback, micro_batches=micro_batches)
+        make_engine("pdv", tiny_pair, config).start().stop()
+        assert any("can never be exceeded" in r.getMessage() for r in caplog.records) == warned

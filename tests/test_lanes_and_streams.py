@@ -161,7 +161,7 @@ def test_a_tensor_dropped_by_a_lane_is_kept_for_that_lanes_stream():
     assert handed.streams == ["s1", "s2"]
 
 
-def test_pdv_keeps_what_crosses_lanes_for_the_stream_that_last_used_it(tiny_pair, monkeypatch):
+def test_pdv_marks_its_draft_blocks_after_verification_and_every_kv_store_at_release(tiny_pair, monkeypatch):
     from engine import pdv, sequence, stages
     from engine.base import make_engine
     from engine.config import EngineConfig, SamplingParams
@@ -179,6 +179,6 @@ def test_pdv_keeps_what_crosses_lanes_for_the_stream_that_last_used_it(tiny_pair
     assert all(r.done.wait(60) for r in reqs)
     eng.stop()
     blocks = [t for t in kept if len(t) == 5]  # DraftBlock.tensors(): tokens, probs and the sampling rows
-    caches = [t for t in kept if len(t) == 2]  # a KV store's keys and values, at release
+    caches = [t for t in kept if len(t) == 2 and None not in t]  # a KV store's keys and values, at release
     assert len(blocks) == eng.pipelined_blocks > 0
     assert len(caches) == 2 * len(reqs)  # verifier and draft store of every request

@@ -310,7 +310,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
     from engine.models import load_model_pair
     from workloads.environment import run_context
-    from workloads.sweep import SweepProgress, run_sweep, setting_limits
+    from workloads.sweep import RunNotWritten, SweepProgress, run_sweep, setting_limits
     from workloads.trace import load_trace
 
     plan, dataset, out = plan_from_args(args)
@@ -388,7 +388,7 @@ def replay_command(args: argparse.Namespace) -> int:
             bar.write("interrupted: cancelling the run in progress (the finished runs are kept)", file=sys.stderr)
     worker.join()
     bar.close()
-    if failure and not isinstance(failure[0], OSError):
+    if failure and not isinstance(failure[0], RunNotWritten):
         raise failure[0]
     summaries = [r.summary for r in results]
     print(format_table(summaries))
@@ -405,10 +405,11 @@ def replay_command(args: argparse.Namespace) -> int:
             allow_nan=False,
         )
     )
+    if failure:  # a run file could not be written (disk full, permissions): the sweep ended there
+        print(failure[0], file=sys.stderr)
     if interrupted:
         return EXIT_INTERRUPTED
-    if failure:  # a run file could not be written (disk full, permissions): the sweep ended there
-        print(f"could not write the run files in {out}: {failure[0]}", file=sys.stderr)
+    if failure:
         return EXIT_INCOMPLETE
     short = [r for r in results if r.stop_reason is not None]
     for r in short:

@@ -351,8 +351,8 @@ def load_sharegpt(
     model's context window: prompt plus output must fit in it. ``encode_prompt``
     is how the engines will tokenise a prompt (with the chat template, say), so
     that the length filter counts the tokens they will actually get; by default
-    the bare tokenizer. ``progress(sampled, wanted)`` is called as requests are
-    taken; an exception it raises ends the sampling.
+    the bare tokenizer. ``progress(sampled, wanted)`` is called after every
+    candidate prompt; an exception it raises ends the sampling.
     """
     if default_output_len < 1:
         raise ValueError("default_output_len must be positive")
@@ -377,11 +377,11 @@ def load_sharegpt(
             break
         prompt_len = len(encode_prompt(ex.prompt)) if encode_prompt else token_len(tokenizer, ex.prompt)
         output_len = default_output_len if ex.reply is None else token_len(tokenizer, ex.reply)
-        if not filter.accepts(prompt_len, output_len, max_context):
+        if filter.accepts(prompt_len, output_len, max_context):
+            requests.append(SampledRequest(ex.record_id, ex.prompt, output_len, prompt_len, ex.reply is not None))
+        else:
             filtered_out += 1
-            continue
-        requests.append(SampledRequest(ex.record_id, ex.prompt, output_len, prompt_len, ex.reply is not None))
-        if progress is not None:
+        if progress is not None:  # after every candidate, so a long run of filtered ones can still be stopped
             progress(len(requests), wanted)
     if num_requests is not None and len(requests) < num_requests:
         log.warning(

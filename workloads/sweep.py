@@ -81,13 +81,19 @@ class SweepProgress:
         return self.run_index * self.total + self.finished, self.runs * self.total
 
 
+class RunNotWritten(Exception):
+    """A finished run's files could not be written (disk full, permissions): the sweep ends there."""
+
+
 def setting_limits(
     dataset: DatasetSpec, policies: tuple[ArrivalPolicy, ...], num_requests: int, max_new_tokens: int
 ) -> list[str]:
     """Where one setting of a sweep limits another, in words: what will run is less than what was asked."""
     notes = []
-    if dataset.synthetic and dataset.output_len.mean > max_new_tokens:
-        notes.append(f"output length {dataset.output_len.mean} is capped by max new tokens ({max_new_tokens})")
+    longest = int(dataset.output_len.mean * (1 + dataset.output_len.range_ratio))
+    if dataset.synthetic and longest > max_new_tokens:
+        lengths = f"{dataset.output_len.mean}" if longest == dataset.output_len.mean else f"up to {longest}"
+        notes.append(f"output length {lengths} is capped by max new tokens ({max_new_tokens})")
     crowded = [p.concurrency for p in policies if isinstance(p, ClosedLoop) and p.concurrency > num_requests]
     if crowded:
         levels = ", ".join(str(c) for c in crowded)
@@ -147,7 +153,10 @@ def run_sweep(
         if result.stop_reason == "cancelled" and not result.requests:
             break  # stopped before its first request: there is nothing to record
         if out_dir is not None:
-            write_run(out_dir, result.record(run_meta))
+            try:
+                write_run(out_dir, result.record(run_meta))
+            except OSError as exc:
+                raise RunNotWritten(f"could not write the run files in {out_dir}: {exc}") from exc
         results.append(result)
         if on_result:
             on_result(result)

@@ -134,9 +134,12 @@ def load_trace(
     spec.check()
     if spec.synthetic:
         sampled = synthetic_requests(pair.tokenizer, num_requests, spec.input_len, spec.output_len, seed)
-        return build_trace(
+        trace = build_trace(
             sampled, lambda text: pair.encode_prompt(text, raw=True), max_new_tokens, spec.describe(), seed
         )
+        if progress is not None:
+            progress(len(trace.items), num_requests)
+        return trace
     dataset = load_sharegpt(
         spec.name,
         pair.tokenizer,
