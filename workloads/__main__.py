@@ -317,7 +317,7 @@ def replay_command(args: argparse.Namespace) -> int:
     for note in setting_limits(dataset, plan.policies, args.num_requests, args.max_new_tokens):
         print(f"note: {note}", file=sys.stderr)
     try:
-        loading = tqdm(total=100, desc="loading models", file=sys.stderr, bar_format="{desc}: {percentage:3.0f}%")
+        loading = tqdm(total=100, desc="loading models", file=sys.stderr, bar_format="{desc} ({percentage:3.0f}%)")
         with loading:
 
             def loaded(message: str, fraction: float) -> None:
