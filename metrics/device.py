@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import psutil
@@ -68,12 +69,33 @@ class DeviceProbe(Protocol):
 # --------------------------------------------------------------------------
 
 
-def _usable_cores() -> int:
-    """Cores this process may run on (its affinity, e.g. a container's cpuset), not every core of the host."""
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def _cgroup_cpus(path: Path = CGROUP_CPU_MAX) -> float | None:
+    """The CPU quota of this process's cgroup (v2 ``cpu.max``: "quota period", or "max"), in cores."""
     try:
-        return len(psutil.Process().cpu_affinity()) or 1
+        quota, period = path.read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    try:
+        cores = int(quota) / int(period)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return cores if cores > 0 else None
+
+
+def _usable_cores(cpu_max: Path = CGROUP_CPU_MAX) -> float:
+    """Cores this process may use: its affinity (e.g. a container's cpuset), capped by a cgroup CPU
+    quota (e.g. ``docker --cpus``); not every core of the host."""
+    try:
+        cores: float = len(psutil.Process().cpu_affinity()) or 1
     except (AttributeError, NotImplementedError, psutil.Error):  # macOS has no affinity
-        return psutil.cpu_count() or 1
+        cores = psutil.cpu_count() or 1
+    quota = _cgroup_cpus(cpu_max)
+    return min(cores, quota) if quota is not None else cores
 
 
 class _HostCounters:

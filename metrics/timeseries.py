@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from metrics.device import DeviceProbe, DeviceSample
@@ -138,6 +138,27 @@ def make_row(prev: EngineStatsLike, cur: EngineStatsLike, device: DeviceSample, 
     )
 
 
+AVERAGED_DEVICE_FIELDS = ("gpu_util", "sm_occupancy", "dram_bw_util", "cpu_util")
+
+
+def _with_device_over_both(last: TimeseriesRow, merged: TimeseriesRow) -> TimeseriesRow:
+    """``merged`` (the last row extended by a short final window) with utilisations over its whole window.
+
+    The device reading taken at the end covers only the short tail; the last
+    row's covers the rest, so the two are averaged by the time each covers.
+    Memory readings (RSS, GPU memory) are levels, not rates: the latest stands.
+    """
+    tail = merged.window_s - last.window_s
+    if tail <= 0:
+        return merged
+    averaged = {}
+    for name in AVERAGED_DEVICE_FIELDS:
+        before, after = getattr(last, name), getattr(merged, name)
+        if before is not None and after is not None:
+            averaged[name] = (before * last.window_s + after * tail) / merged.window_s
+    return replace(merged, **averaged)
+
+
 class TimeseriesSampler:
     """Samples ``stats()`` and ``probe`` at ``hz`` in a daemon thread.
 
@@ -188,6 +209,7 @@ class TimeseriesSampler:
                 # a short final window is folded into the last row: no rate spike, no lost tokens
                 row = make_row(self._last_start, cur, device, self._t0)
                 if row is not None:
+                    row = _with_device_over_both(self._rows[-1], row)
                     self._rows[-1] = row
                 self._prev = cur
                 return row

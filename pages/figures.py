@@ -143,9 +143,11 @@ def draft_length_over_time(ts: pd.DataFrame, group: str = "engine") -> go.Figure
     return line_over_time(ts, "draft_len", "Draft length L", "tokens drafted per step", group, shape="hv")
 
 
-def acceptance_over_time(ts: pd.DataFrame, group: str = "engine", smooth_s: float = 2.0) -> go.Figure:
-    title = f"Acceptance ({smooth_s:g} s moving average)" if smooth_s else "Acceptance"
-    fig = line_over_time(ts, "acceptance_rate", title, "accepted / drafted", group, smooth_s=smooth_s)
+def acceptance_over_time(ts: pd.DataFrame, group: str = "engine") -> go.Figure:
+    # per sampling window, unsmoothed: the samples hold each window's ratio, not its counts, and a moving
+    # average of ratios would weigh a window with one drafted token like one with fifty
+    title = "Acceptance per sampling window"
+    fig = line_over_time(ts, "acceptance_rate", title, "accepted / drafted", group)
     if fig.data:
         fig.update_yaxes(range=[0, 1.05])
     return fig

@@ -62,9 +62,17 @@ def engine_panel(run: RunView, ts: pd.DataFrame) -> None:
         st.error(f"The {label} engine crashed: {run.result.engine_error}")
     s = run.summary
     a, b, c = st.columns(3)
-    a.metric("tok/s", tables.fmt(s.output_tok_s if s else None, digits=1))
-    b.metric("acceptance", tables.fmt(s.acceptance_rate if s else None, digits=2))
-    c.metric("acc. length", tables.fmt(s.mean_acceptance_length if s else None, digits=2))
+    # the run summary's figures over the requests finished so far: while a run goes on, its tok/s
+    # leaves out the tokens of requests still running, so it trails the throughput chart
+    finished_only = "Over the requests finished so far, as in the run's summary."
+    a.metric(
+        "tok/s",
+        tables.fmt(s.output_tok_s if s else None, digits=1),
+        help="Output tokens of finished requests / time since the run started. Tokens of requests still "
+        "running are not counted yet, so during a run this trails the throughput chart.",
+    )
+    b.metric("acceptance", tables.fmt(s.acceptance_rate if s else None, digits=2), help=finished_only)
+    c.metric("acc. length", tables.fmt(s.mean_acceptance_length if s else None, digits=2), help=finished_only)
     for metric in ("TTFT", "TPOT"):
         cols = st.columns(3)
         for col, q in zip(cols, ("p50", "p95", "p99"), strict=True):

@@ -96,6 +96,12 @@ def test_time_series_draw_one_trace_per_engine_in_the_engine_colour():
     assert [list(t.y) for t in raw.data] == [[100.25, 100.5], [200.25, 200.5], [300.25, 300.5]]
 
 
+def test_acceptance_is_drawn_per_window_not_as_an_average_of_ratios():
+    ts = pd.DataFrame({"engine": "pd", "t_s": [0.25, 0.5, 0.75, 1.0], "acceptance_rate": [1.0, 0.0, math.nan, 0.0]})
+    (trace,) = figures.acceptance_over_time(ts).data
+    assert list(trace.y) == [1.0, 0.0, 0.0]  # a window that drafted nothing has no point
+
+
 def test_throughput_is_smoothed_over_the_given_seconds_of_samples():
     ts = pd.DataFrame({"engine": "pd", "t_s": [0.25, 0.5, 0.75, 1.0, 1.25], "tokens_per_s": [0, 40, 0, 40, 0]})
     (line,) = figures.throughput_over_time(ts, smooth_s=0.5).data  # two samples per point

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import types
+from pathlib import Path
 
 import pytest
 
@@ -210,4 +211,17 @@ def test_cpu_utilisation_is_a_share_of_the_cores_this_process_may_use(monkeypatc
 
     monkeypatch.setattr(device.psutil.Process, "cpu_affinity", lambda self: [0, 1])
     monkeypatch.setattr(device.psutil, "cpu_count", lambda: 64)
-    assert device._usable_cores() == 2  # a 2-CPU container on a 64-core host
+    assert device._usable_cores(Path("/no/cgroup/cpu.max")) == 2  # a 2-CPU cpuset on a 64-core host
+
+
+def test_a_cgroup_cpu_quota_caps_the_cores_this_process_may_use(monkeypatch, tmp_path):
+    from metrics import device
+
+    monkeypatch.setattr(device.psutil.Process, "cpu_affinity", lambda self: list(range(64)))
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("150000 100000\n")  # docker --cpus=1.5 on a 64-core host
+    assert device._usable_cores(cpu_max) == 1.5
+    cpu_max.write_text("max 100000\n")  # no quota
+    assert device._usable_cores(cpu_max) == 64
+    cpu_max.write_text("garbage")
+    assert device._usable_cores(cpu_max) == 64

@@ -138,3 +138,22 @@ def test_live_rows_become_a_numeric_frame_with_every_field():
     assert len(frame) == 2 and frame["busy_loop"].tolist() == [0.5, 0.5]
     assert frame["queue_verify"].isna().all() and frame["tokens_per_s"].iloc[0] == 20.0
     assert list(timeseries_frame([]).columns) == list(frame.columns)
+
+
+def test_a_short_final_window_folded_into_the_last_row_averages_its_utilisation_by_time():
+    times = iter([0.0, 1.0, 1.1])
+    cpu = iter([50.0, 80.0, 0.0])  # the last reading covers the 0.1 s tail only
+
+    class Probe(StaticProbe):
+        def sample(self) -> DeviceSample:
+            return DeviceSample(None, None, None, None, None, next(cpu), 300.0 + len(rows))
+
+    rows: list = []
+    sampler = TimeseriesSampler(lambda: Stats(next(times), lanes(PDV_LANES)), Probe(), t0=0.0, hz=4.0)
+    rows.append(sampler.sample())  # the baseline: no row
+    rows.append(sampler.sample())  # 0 -> 1.0 s, CPU 80 %
+    last = sampler._take(extend_last=True)  # what stop() does with a final window under half a period
+    assert rows[0] is None and sampler.rows == (last,)
+    assert last.window_s == pytest.approx(1.1)
+    assert last.cpu_util == pytest.approx((80.0 * 1.0 + 0.0 * 0.1) / 1.1)  # not the tail's 0
+    assert last.rss_mb == 302.0  # a level, not a rate: the latest reading
