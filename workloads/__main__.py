@@ -23,6 +23,7 @@ import logging
 import math
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -42,7 +43,7 @@ from metrics.export import check_appendable, jsonable
 from metrics.summary import SLO, RunSummary
 from metrics.timeseries import DEFAULT_HZ
 from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
-from workloads.sharegpt import BUNDLED
+from workloads.sharegpt import BUNDLED, TruncatedDatasetWarning
 from workloads.synthetic import LengthSpec
 from workloads.trace import SYNTHETIC, DatasetSpec
 
@@ -428,7 +429,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return replay_command(args)
+        with warnings.catch_warnings():
+            # the loader logs a truncated file itself; its warning is for callers that catch it
+            warnings.filterwarnings("ignore", category=TruncatedDatasetWarning)
+            return replay_command(args)
     except UsageError as exc:
         print(f"{parser.prog} {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
