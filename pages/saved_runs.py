@@ -90,7 +90,7 @@ def stopped_early(directory: RunDirectory) -> dict[str, str]:
 
 def labelled(frame: pd.DataFrame, directory: RunDirectory, name: str) -> pd.DataFrame:
     out = with_labels(frame, directory.frames.summary)
-    why = stopped_early(directory)
+    why = short[name]
     out["label"] = [
         f"{label} (stopped early: {why[run]})" if run in why else label
         for label, run in zip(out["label"], out["run_id"], strict=True)
@@ -100,10 +100,16 @@ def labelled(frame: pd.DataFrame, directory: RunDirectory, name: str) -> pd.Data
     return out
 
 
-summary = pd.concat([labelled(d.frames.summary, d, n) for n, d in opened.items()], ignore_index=True)
-summary["stopped early"] = pd.concat(
-    [d.frames.summary["run_id"].map(stopped_early(d)) for d in opened.values()], ignore_index=True
-).fillna("")
+short = {name: stopped_early(directory) for name, directory in opened.items()}
+summary = pd.concat(
+    [
+        labelled(d.frames.summary, d, n).assign(
+            **{"stopped early": [short[n].get(r, "") for r in d.frames.summary["run_id"]]}
+        )
+        for n, d in opened.items()
+    ],
+    ignore_index=True,
+)
 requests = pd.concat([d.frames.requests.assign(directory=n) for n, d in opened.items()], ignore_index=True)
 series = pd.concat([labelled(d.frames.timeseries, d, n) for n, d in opened.items()], ignore_index=True)
 ttft = pd.concat([labelled(cdf(d.frames.requests, "ttft_ms"), d, n) for n, d in opened.items()], ignore_index=True)

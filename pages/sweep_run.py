@@ -79,10 +79,11 @@ def charts_card() -> None:
         return
     # a run that stopped early (Stop, timeout, engine error) measured only part of its trace:
     # it stays in the table, marked, but not on the charts, where it would read as a full load point
-    whole = [r for r in view.results if r.stop_reason is None]
     short = {r.run_id: r.stop_reason for r in view.results if r.stop_reason is not None}
-    frames = tables.results_frames(whole)
-    summary = tables.with_mean_draft_length(frames.summary, frames.requests)
+    frames = tables.results_frames(view.results)
+    table = tables.with_mean_draft_length(frames.summary, frames.requests)
+    table["stopped early"] = table["run_id"].map(short).fillna("")
+    summary = table[~table["run_id"].isin(short)]
     closed = summary["request_rate"].isna().all()
     x = "concurrency" if closed else "request_rate"
     charts = (
@@ -105,10 +106,7 @@ def charts_card() -> None:
             f"Not on the charts: {len(short)} run(s) that stopped before their trace ended "
             f"({', '.join(sorted(set(short.values())))}); see the table."
         )
-    if view.results:
-        frames = tables.results_frames(view.results)
-        table = tables.with_mean_draft_length(frames.summary, frames.requests)
-        table["stopped early"] = table["run_id"].map(short).fillna("")
+    if not table.empty:
         st.subheader("Results")
         st.dataframe(table[[*SUMMARY_COLUMNS, "stopped early"]].round(2), hide_index=True)
 
