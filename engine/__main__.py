@@ -24,8 +24,8 @@ from engine.config import (
     add_controller_args,
     controller_from_args,
 )
-from engine.models import ModelLoadError
-from engine.presets import PRESETS
+from engine.models.pair import ModelLoadError
+from engine.models.presets import PRESETS
 
 
 def add_model_args(parser: argparse.ArgumentParser) -> None:
@@ -58,9 +58,9 @@ def _parser() -> argparse.ArgumentParser:
 def generate(args: argparse.Namespace) -> dict:
     import psutil
 
-    from engine.base import make_engine
-    from engine.models import load_model_pair
+    from engine.models.pair import load_model_pair
     from engine.request import Request
+    from engine.schedulers.registry import make_engine
 
     params = SamplingParams(
         temperature=args.temperature,

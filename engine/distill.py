@@ -16,7 +16,7 @@ trains under bfloat16 autocast: on CPUs with bfloat16 dot products (AVX-512
 BF16, AMX) that is much faster than float32. The held-out answers it is scored
 on come from the float32 verifier, as the engines run it.
 
-Both kinds of student are shared-embedding drafts (``engine.shared_draft``):
+Both kinds of student are shared-embedding drafts (``engine.models.shared_draft``):
 they read the verifier's own input embedding and propose through an output
 layer made of the verifier's embedding rows for the most frequent
 ``--vocab-subset`` tokens, which keeps them small on disk and cheap to run.
@@ -142,7 +142,7 @@ def split_prompts(
     The last item counts the tokens of every other record's text, for choosing
     the draft's vocabulary; it never includes a held-out prompt.
     """
-    from engine.models import encode_prompt
+    from engine.models.pair import encode_prompt
     from workloads.sharegpt import iter_exchanges
 
     with warnings.catch_warnings():
@@ -363,7 +363,7 @@ def choose_vocabulary(
 
 def build_student(verifier, cfg: DistillConfig, vocab_index: torch.Tensor):
     """The student ``cfg.reads`` asks for, on the verifier's (frozen, shared) embeddings and output rows."""
-    from engine.shared_draft import draft_from_verifier, feature_draft_from_verifier
+    from engine.models.shared_draft import draft_from_verifier, feature_draft_from_verifier
 
     verifier.get_input_embeddings().weight.requires_grad_(False)
     if cfg.reads == "hidden":
@@ -922,7 +922,7 @@ def _card_kind(cfg: dict, arch: dict) -> dict[str, str]:
 def load_verifier(dtype: torch.dtype = torch.float32):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from engine.presets import smol_verifier_dir
+    from engine.models.presets import smol_verifier_dir
 
     path = smol_verifier_dir()
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -933,7 +933,7 @@ def load_verifier(dtype: torch.dtype = torch.float32):
 
 def saved_draft(out: Path, verifier):
     """The draft saved in ``out``, loaded onto ``verifier`` as the engines run it."""
-    from engine.shared_draft import load_shared_draft, stored_compute_dtype
+    from engine.models.shared_draft import load_shared_draft, stored_compute_dtype
 
     return load_shared_draft(out, verifier, stored_compute_dtype(out) or torch.float32, torch.device("cpu"))
 
@@ -961,7 +961,7 @@ def probes(args, out: Path, verifier, eval_samples, train_prompts, cfg: DistillC
 
 def evaluate(out: Path, verifier, tokenizer, eval_samples: Sequence[Sample], cfg: DistillConfig) -> dict:
     """Reload the saved draft as the engines run it and measure acceptance and forward times."""
-    from engine.models import own_parameters
+    from engine.models.pair import own_parameters
     from engine.runner import ModelRunner
 
     draft = saved_draft(out, verifier)
@@ -1128,7 +1128,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     student = build_student(verifier, cfg, vocab_index)
     train_info = train(student, train_samples + real_samples, cfg, pad_id, deadline)
 
-    from engine.shared_draft import save_shared_draft
+    from engine.models.shared_draft import save_shared_draft
 
     partial = out.with_name(out.name + ".partial")  # a failed run never leaves a half-written draft behind
     shutil.rmtree(partial, ignore_errors=True)

@@ -7,8 +7,8 @@ import threading
 import torch
 from transformers import PreTrainedModel
 
-from engine.cpu_linear import chosen_backend, route_linears
 from engine.kv import ATTN_IMPLEMENTATION, KVStore, PackedBatch, Segment
+from engine.models.cpu_linear import chosen_backend, route_linears
 
 
 class ModelRunner:

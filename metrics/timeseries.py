@@ -51,7 +51,7 @@ class LaneStatsLike(Protocol):
 
 
 class EngineStatsLike(Protocol):
-    """The fields of ``engine.base.EngineStats`` the sampler reads."""
+    """The fields of ``engine.schedulers.base.EngineStats`` the sampler reads."""
 
     @property
     def time(self) -> float: ...

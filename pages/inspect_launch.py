@@ -1,6 +1,6 @@
 """One prompt through one engine, for the Inspect page.
 
-The worker builds the engine with ``engine.base.make_engine``, submits a single
+The worker builds the engine with ``engine.schedulers.base.make_engine``, submits a single
 ``Request`` and waits for it; the view carries the finished request and its
 output cut into coloured pieces (``pages.token_view``).
 """
@@ -49,7 +49,7 @@ class InspectLaunch(Launch):
         self._pieces: tuple[TokenPiece, ...] = ()
 
     def _work(self) -> str | None:
-        from engine.base import make_engine
+        from engine.schedulers.registry import make_engine
 
         spec = self.spec
         pair = self._pair(spec.preset, spec.device)

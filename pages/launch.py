@@ -17,8 +17,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.models import ModelPair
-from engine.presets import ProgressFn
+from engine.models.gguf_cache import ProgressFn
+from engine.models.pair import ModelPair
 
 log = logging.getLogger(__name__)
 

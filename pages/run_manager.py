@@ -25,8 +25,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from engine.models import ModelPair, load_model_pair
-from engine.presets import ProgressFn
+from engine.models.gguf_cache import ProgressFn
+from engine.models.pair import ModelPair, load_model_pair
 from metrics.schema import RUN_JSON
 from pages.inspect_launch import InspectLaunch, InspectSpec
 from pages.launch import Launch

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import ControllerConfig
-from engine.presets import DEFAULT_PRESET, PRESETS
+from engine.models.presets import DEFAULT_PRESET, PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_ORDER = ("ar", "baseline", "pd", "pdv")

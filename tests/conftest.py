@@ -19,7 +19,7 @@ import torch  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
 torch.set_num_threads(2)
 
-from engine.models import ModelPair, load_model_pair  # noqa: E402
+from engine.models.pair import ModelPair, load_model_pair  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -73,9 +73,9 @@ def greedy_run_matches_verifier(
 
     ``stop=False`` runs without stop tokens on both sides. Returns the finished requests.
     """
-    from engine.base import make_engine
     from engine.config import SamplingParams
     from engine.request import Request
+    from engine.schedulers.registry import make_engine
 
     params = SamplingParams(max_new_tokens=max_new_tokens, **({} if stop else {"stop_token_ids": ()}))
     requests = [Request(f"g{i}", pair.encode_prompt(p), params) for i, p in enumerate(prompts)]

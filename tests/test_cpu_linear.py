@@ -5,8 +5,9 @@ import torch
 from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from engine.cpu_linear import ENV, OneDNNLinear, chosen_backend, onednn_available, route_linears
-from engine.models import ModelLoadError, load_model_pair, tiny_models, tiny_tokenizer
+from engine.models.cpu_linear import ENV, OneDNNLinear, chosen_backend, onednn_available, route_linears
+from engine.models.pair import ModelLoadError, load_model_pair
+from engine.models.tiny import tiny_models, tiny_tokenizer
 
 pytestmark = pytest.mark.skipif(not onednn_available(), reason="this PyTorch build has no oneDNN linear")
 

@@ -138,7 +138,7 @@ def test_the_card_states_the_measured_figures_and_its_own_directory_size(tmp_pat
 
 def test_generation_keeps_the_verifiers_hidden_state_at_every_position_but_the_last():
     from engine.distill import generate_samples
-    from engine.models import tiny_models
+    from engine.models.tiny import tiny_models
 
     verifier = tiny_models()[1].float().eval()
     cfg = DistillConfig(max_new_tokens=6, gen_batch=2, top_k=3)
@@ -155,7 +155,7 @@ def test_generation_keeps_the_verifiers_hidden_state_at_every_position_but_the_l
 @pytest.mark.parametrize("reads", ["tokens", "hidden"])
 def test_training_teaches_the_draft_the_verifiers_next_token(reads):
     from engine.distill import acceptance, build_student, generate_samples, train
-    from engine.models import tiny_models
+    from engine.models.tiny import tiny_models
 
     verifier = tiny_models()[1].float().eval()
     cfg = DistillConfig(
@@ -186,7 +186,7 @@ def test_training_teaches_the_draft_the_verifiers_next_token(reads):
 
 def test_the_verifier_cut_after_all_of_its_layers_makes_its_own_greedy_answer():
     from engine.distill import exit_agreement, generate_samples
-    from engine.models import tiny_models
+    from engine.models.tiny import tiny_models
 
     verifier = tiny_models()[1].float().eval()
     cfg = DistillConfig(max_new_tokens=8, gen_batch=4, top_k=3)

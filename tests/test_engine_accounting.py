@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from engine.base import make_engine
 from engine.config import EngineConfig, SamplingParams
 from engine.request import Request, RequestStatus
+from engine.schedulers.registry import make_engine
 
 FINAL = {RequestStatus.OK, RequestStatus.FAILED, RequestStatus.CANCELLED, RequestStatus.REJECTED}
 

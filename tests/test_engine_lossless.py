@@ -6,10 +6,10 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from engine.base import make_engine
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from engine.request import Request
 from engine.runner import ModelRunner
+from engine.schedulers.registry import make_engine
 from tests.conftest import hf_greedy
 
 PROMPTS = [

@@ -5,9 +5,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from engine.base import make_engine
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from engine.request import Request
+from engine.schedulers.registry import make_engine
 from tests.test_engine_lossless import GATE
 
 

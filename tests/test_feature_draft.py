@@ -8,9 +8,15 @@ import torch
 from engine.config import ControllerConfig, EngineConfig
 from engine.feature_draft import FeatureDraft, unroll_mask, unrolled_hidden
 from engine.kv import ATTN_IMPLEMENTATION
-from engine.models import _pair, load_model_pair, tiny_models, tiny_tokenizer
+from engine.models.pair import _pair, load_model_pair
+from engine.models.shared_draft import (
+    SharedDraftError,
+    feature_draft_from_verifier,
+    load_shared_draft,
+    save_shared_draft,
+)
+from engine.models.tiny import tiny_models, tiny_tokenizer
 from engine.runner import ModelRunner
-from engine.shared_draft import SharedDraftError, feature_draft_from_verifier, load_shared_draft, save_shared_draft
 from tests.conftest import greedy_run_matches_verifier
 from tests.test_engine_sampling import merged_chisquare, sampled_second_tokens, second_token_marginal
 

@@ -6,7 +6,7 @@ import time
 import torch
 
 from engine.devices import LaneStream, keep_for_current_stream
-from engine.lanes import STARVATION_S, LaneArbiter, choose_lane
+from engine.schedulers.lanes import STARVATION_S, LaneArbiter, choose_lane
 
 
 def just_now(*lanes: str) -> dict[str, float]:
@@ -162,10 +162,11 @@ def test_a_tensor_dropped_by_a_lane_is_kept_for_that_lanes_stream():
 
 
 def test_pdv_marks_its_draft_blocks_after_verification_and_every_kv_store_at_release(tiny_pair, monkeypatch):
-    from engine import pdv, sequence, stages
-    from engine.base import make_engine
+    from engine import sequence, stages
     from engine.config import EngineConfig, SamplingParams
     from engine.request import Request
+    from engine.schedulers import pdv
+    from engine.schedulers.registry import make_engine
 
     kept = []
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from engine.models import ModelLoadError, load_model_pair, resolve_device, tiny_tokenizer
+from engine.models.pair import ModelLoadError, load_model_pair, resolve_device
+from engine.models.tiny import tiny_tokenizer
 from tests.conftest import ROOT
 
 

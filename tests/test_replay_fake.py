@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from engine.config import EngineConfig, SamplingParams
-from engine.models import tiny_tokenizer
+from engine.models.tiny import tiny_tokenizer
 from engine.request import Request, RequestStatus, StepRecord, TokenKind
 from metrics.device import DeviceSample, ProbeInfo
 from metrics.runs import load_run_dir

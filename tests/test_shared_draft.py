@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from engine.config import ControllerConfig, EngineConfig
-from engine.models import ModelLoadError, _pair, load_model_pair, tiny_models, tiny_tokenizer
-from engine.shared_draft import (
+from engine.models.pair import ModelLoadError, _pair, load_model_pair
+from engine.models.shared_draft import (
     SharedDraftError,
     draft_from_verifier,
     embedding_fingerprint,
@@ -16,6 +16,7 @@ from engine.shared_draft import (
     load_shared_draft,
     save_shared_draft,
 )
+from engine.models.tiny import tiny_models, tiny_tokenizer
 from tests.conftest import greedy_run_matches_verifier
 from tests.test_engine_sampling import merged_chisquare, sampled_second_tokens, second_token_marginal
 
@@ -132,7 +133,7 @@ def saved_bf16_pair(verifier, tmp_path_factory):
 
 
 def test_a_draft_runs_in_the_dtype_it_was_trained_in(saved_bf16_pair, monkeypatch):
-    monkeypatch.setattr("engine.models.cpu_has_bfloat16", lambda: True)
+    monkeypatch.setattr("engine.models.pair.cpu_has_bfloat16", lambda: True)
     draft_dir, verifier_dir = saved_bf16_pair
     pair = load_model_pair(draft_model=draft_dir, verifier_model=verifier_dir, device="cpu")
     assert pair.verifier.dtype == torch.float32
@@ -150,9 +151,9 @@ def test_a_draft_runs_in_the_dtype_it_was_trained_in(saved_bf16_pair, monkeypatc
 
 
 def test_a_cpu_without_bfloat16_runs_the_draft_in_float32(saved_bf16_pair, monkeypatch, caplog):
-    monkeypatch.setattr("engine.models.cpu_has_bfloat16", lambda: False)
+    monkeypatch.setattr("engine.models.pair.cpu_has_bfloat16", lambda: False)
     draft_dir, verifier_dir = saved_bf16_pair
-    with caplog.at_level("INFO", logger="engine.models"):
+    with caplog.at_level("INFO", logger="engine.models.pair"):
         pair = load_model_pair(draft_model=draft_dir, verifier_model=verifier_dir, device="cpu")
     assert pair.draft.dtype == torch.float32
     assert "no bfloat16 instructions" in caplog.text

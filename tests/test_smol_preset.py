@@ -6,8 +6,8 @@ from itertools import islice
 
 import pytest
 
-from engine import presets
-from engine.models import load_model_pair
+from engine.models import gguf_cache, presets
+from engine.models.pair import load_model_pair
 from tests.conftest import greedy_run_matches_verifier
 from workloads.sharegpt import iter_exchanges
 
@@ -49,8 +49,8 @@ def test_a_second_load_does_not_reconvert(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("the cache was valid but got reconverted")
 
-    monkeypatch.setattr(presets, "convert_gguf", refuse)
-    assert presets.cache_is_valid(presets.smol_verifier_dir())
+    monkeypatch.setattr(gguf_cache, "convert_gguf", refuse)
+    assert gguf_cache.cache_is_valid(presets.smol_verifier_dir())
 
 
 def test_a_corrupted_cache_is_detected_and_rebuilt(tmp_path, monkeypatch):
@@ -58,15 +58,15 @@ def test_a_corrupted_cache_is_detected_and_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("PDV_CACHE_DIR", str(tmp_path))
     copy = tmp_path / source.name
     shutil.copytree(source, copy)
-    assert presets.cache_is_valid(copy)
+    assert gguf_cache.cache_is_valid(copy)
     with open(copy / "model.safetensors", "r+b") as fh:  # flip bytes inside the weights
         fh.seek(1 << 20)
         fh.write(b"\x00\x01\x02\x03")
-    assert not presets.cache_is_valid(copy)
+    assert not gguf_cache.cache_is_valid(copy)
     rebuilt = presets.smol_verifier_dir()
-    assert rebuilt == copy and presets.cache_is_valid(rebuilt)
-    (copy / presets.MANIFEST).unlink()  # a missing manifest is not trusted either
-    assert not presets.cache_is_valid(copy)
+    assert rebuilt == copy and gguf_cache.cache_is_valid(rebuilt)
+    (copy / gguf_cache.MANIFEST).unlink()  # a missing manifest is not trusted either
+    assert not gguf_cache.cache_is_valid(copy)
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.models import tiny_tokenizer
+from engine.models.tiny import tiny_tokenizer
 from workloads.synthetic import LengthSpec, synthetic_requests, text_of_length
 
 

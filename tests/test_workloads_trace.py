@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.models import tiny_tokenizer
+from engine.models.tiny import tiny_tokenizer
 from workloads.sharegpt import SampledRequest
 from workloads.synthetic import LengthSpec
 from workloads.trace import DatasetSpec, build_trace, load_trace

@@ -38,7 +38,7 @@ from engine.config import (
     add_controller_args,
     controller_from_args,
 )
-from engine.presets import PRESETS
+from engine.models.presets import PRESETS
 from metrics.export import check_appendable, jsonable
 from metrics.summary import SLO, RunSummary
 from metrics.timeseries import DEFAULT_HZ
@@ -309,7 +309,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
-    from engine.models import load_model_pair
+    from engine.models.pair import load_model_pair
     from workloads.environment import run_context
     from workloads.sweep import RunNotWritten, SweepProgress, run_sweep, setting_limits
     from workloads.trace import load_trace

@@ -5,7 +5,7 @@ samples its time series in a background thread, waits for every request, and
 returns a ``RunResult`` with the finished ``Request`` records and everything
 derived from them. The run:
 
-1. builds the engine (``engine.base.make_engine``) and starts it;
+1. builds the engine (``engine.schedulers.base.make_engine``) and starts it;
 2. sends ``warmup`` short requests and waits for them – the first forward
    passes pay for lazy initialisation, which would otherwise land on the first
    measured request. They are not part of the result, and the time series
@@ -55,7 +55,7 @@ STOP_TIMEOUT_S = 10.0
 
 
 class EngineLike(Protocol):
-    """What a replay needs of an engine (``engine.base.Engine`` fits)."""
+    """What a replay needs of an engine (``engine.schedulers.base.Engine`` fits)."""
 
     def start(self) -> Any: ...
     def submit(self, request: Request) -> Request: ...
@@ -203,7 +203,7 @@ class LiveRun:
 
 
 def default_engine_factory(name: str, pair: Any, config: EngineConfig) -> EngineLike:
-    from engine.base import make_engine
+    from engine.schedulers.registry import make_engine
 
     return make_engine(name, pair, config)
 

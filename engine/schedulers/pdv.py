@@ -31,7 +31,7 @@ import threading
 from collections import deque
 
 from engine.devices import keep_for_current_stream
-from engine.pd import PDEngine
+from engine.schedulers.pd import PDEngine
 from engine.sequence import Sequence
 from engine.stages import DraftBlock
 

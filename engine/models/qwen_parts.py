@@ -4,7 +4,7 @@ Both GGUF files are published on PyPI split into numbered part packages
 (``requirements-qwen.txt``; about 1.6 GB, not in the default install). The
 parts are located without importing the packages, joined in order into the
 cache directory while hashing, checked against the sha256 pinned below, and
-converted once to safetensors (``engine.presets.cached_conversion``); later
+converted once to safetensors (``engine.models.gguf_cache``); later
 loads read the converted cache offline.
 """
 
@@ -15,7 +15,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.presets import PresetPaths, ProgressFn, _noop, cache_is_valid, cache_root, convert_gguf
+from engine.models.gguf_cache import ProgressFn, cache_is_valid, cache_root, convert_gguf, no_progress
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def part_files(split: SplitGGUF) -> list[Path]:
     return files
 
 
-def assemble(split: SplitGGUF, target: Path, progress: ProgressFn = _noop) -> Path:
+def assemble(split: SplitGGUF, target: Path, progress: ProgressFn = no_progress) -> Path:
     """Join the parts into ``target`` and check the pinned sha256 (the file is removed on mismatch)."""
     files = part_files(split)
     digest = hashlib.sha256()
@@ -83,7 +83,7 @@ def assemble(split: SplitGGUF, target: Path, progress: ProgressFn = _noop) -> Pa
     return target
 
 
-def converted(split: SplitGGUF, progress: ProgressFn = _noop) -> Path:
+def converted(split: SplitGGUF, progress: ProgressFn = no_progress) -> Path:
     directory = cache_root() / split.name
     if cache_is_valid(directory):
         return directory
@@ -94,5 +94,6 @@ def converted(split: SplitGGUF, progress: ProgressFn = _noop) -> Path:
         gguf.unlink(missing_ok=True)  # the converted cache replaces it; keep 1.6 GB off the disk
 
 
-def preset_paths(progress: ProgressFn = _noop) -> PresetPaths:
-    return PresetPaths(draft=converted(DRAFT, progress), verifier=converted(VERIFIER, progress))
+def converted_pair(progress: ProgressFn = no_progress) -> tuple[Path, Path]:
+    """(draft, verifier) converted directories, assembled and converted on first use."""
+    return converted(DRAFT, progress), converted(VERIFIER, progress)

@@ -14,7 +14,7 @@ colocated speculative decoding; a long prompt delays decoding by one chunk.
 
 from __future__ import annotations
 
-from engine.base import Engine
+from engine.schedulers.base import Engine
 from engine.sequence import Sequence
 
 

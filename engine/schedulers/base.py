@@ -27,10 +27,10 @@ import torch
 
 from engine.config import EngineConfig
 from engine.controller import DraftLengthController, LoadSignals, StepObservation, make_controller
-from engine.lanes import Lane
-from engine.models import ModelPair
+from engine.models.pair import ModelPair
 from engine.request import Request, RequestStatus
 from engine.sampling import SamplingRows, make_generator
+from engine.schedulers.lanes import Lane
 from engine.sequence import Sequence
 from engine.stages import DraftBlock, accept_block, draft_block, draft_lengths, prefill_chunk, verify_block
 
@@ -379,19 +379,3 @@ class Engine(ABC):
     def _idle(self) -> None:
         with self._wake:
             self._wake.wait(IDLE_WAIT_S)
-
-
-def make_engine(name: str, pair: ModelPair, config: EngineConfig | None = None) -> Engine:
-    from engine.colocated import AREngine, BaselineEngine
-    from engine.pd import PDEngine
-    from engine.pdv import PDVEngine
-
-    engines = {"ar": AREngine, "baseline": BaselineEngine, "pd": PDEngine, "pdv": PDVEngine}
-    if name not in engines:
-        raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(engines)}")
-    config = config or EngineConfig(engine=name)
-    if config.engine != name:
-        from dataclasses import replace
-
-        config = replace(config, engine=name)
-    return engines[name](pair, config)

@@ -1,6 +1,6 @@
 """Loading a draft/verifier pair that shares one tokenizer.
 
-Sources: a preset name (see ``engine.presets``), a local directory, or a
+Sources: a preset name (see ``engine.models.presets``), a local directory, or a
 hub id (when the hub is reachable). Every check that can fail – a path that
 does not exist, a hub id while offline, tokenizers or vocabularies that
 differ – fails here, before any engine thread starts, with one message that
@@ -17,16 +17,15 @@ import torch
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
-    LlamaConfig,
-    LlamaForCausalLM,
     PreTrainedTokenizerBase,
-    PreTrainedTokenizerFast,
 )
 
-from engine.cpu_linear import chosen_backend, cpu_has_bfloat16
-from engine.presets import DEFAULT_PRESET, ProgressFn, _noop, preset_paths
+from engine.models.cpu_linear import chosen_backend, cpu_has_bfloat16
+from engine.models.gguf_cache import ProgressFn, no_progress
+from engine.models.presets import DEFAULT_PRESET, preset_paths
+from engine.models.shared_draft import SharedDraftError, is_shared_draft, load_shared_draft, stored_compute_dtype
+from engine.models.tiny import tiny_models, tiny_tokenizer
 from engine.runner import ModelRunner
-from engine.shared_draft import SharedDraftError, is_shared_draft, load_shared_draft, stored_compute_dtype
 
 log = logging.getLogger(__name__)
 
@@ -154,54 +153,6 @@ def check_same_tokenizer(
         raise ModelLoadError("draft and verifier tokenizers differ; speculative decoding needs one shared tokenizer")
 
 
-# --------------------------------------------------------------------------
-# The in-code "tiny" pair
-# --------------------------------------------------------------------------
-
-TINY_SEED = 1234
-
-
-def tiny_tokenizer() -> PreTrainedTokenizerFast:
-    """Byte-level tokenizer: 256 byte tokens + <eos>, no merges (any text encodes)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
-    vocab["<eos>"] = len(vocab)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<eos>")
-
-
-def tiny_models(num_draft_layers: int = 2) -> tuple[LlamaForCausalLM, LlamaForCausalLM]:
-    """A seeded verifier and a draft made of its first layer(s), so acceptance is neither 0 nor 1."""
-    config = LlamaConfig(
-        vocab_size=257,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        initializer_range=0.35,  # large weights: peaked distributions, so greedy argmax has no near-ties
-        tie_word_embeddings=True,
-        eos_token_id=256,
-        bos_token_id=None,
-        pad_token_id=256,
-    )
-    torch.manual_seed(TINY_SEED)
-    verifier = LlamaForCausalLM(config).eval()
-    draft_config = LlamaConfig(**{**config.to_dict(), "num_hidden_layers": num_draft_layers})
-    draft = LlamaForCausalLM(draft_config).eval()
-    state = {k: v for k, v in verifier.state_dict().items() if k in draft.state_dict()}
-    draft.load_state_dict(state)
-    return draft, verifier
-
-
-# --------------------------------------------------------------------------
-
-
 def load_model_pair(
     preset: str | None = None,
     draft_model: str | None = None,
@@ -211,7 +162,7 @@ def load_model_pair(
     progress: ProgressFn | None = None,
 ) -> ModelPair:
     """Load and check a pair; ``preset`` is used when no model ids are given (default ``smol``)."""
-    progress = progress or _noop
+    progress = progress or no_progress
     if (draft_model is None) != (verifier_model is None):
         raise ModelLoadError("pass both --draft-model and --verifier-model, or neither")
     if draft_model is not None and preset is not None:

@@ -7,7 +7,7 @@ to the ``decode`` lane. The ``decode`` lane runs speculative steps – draft and
 verify together, atomically – over every running request. Each lane has its
 own thread and (on CUDA) its own stream; a hand-off records an event on the
 producer's stream that the consumer's stream waits on. When both lanes want
-the device at once the arbiter favours decode (see ``engine.lanes``).
+the device at once the arbiter favours decode (see ``engine.schedulers.lanes``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 import queue
 import threading
 
-from engine.base import Engine
 from engine.devices import LaneStream
-from engine.lanes import LaneArbiter
+from engine.schedulers.base import Engine
+from engine.schedulers.lanes import LaneArbiter
 from engine.sequence import Sequence
 
 
