@@ -15,43 +15,29 @@ import logging
 import sys
 import time
 
-from engine.config import (
-    DTYPE_HELP,
-    DTYPES,
-    ENGINES,
-    EngineConfig,
-    SamplingParams,
-    add_controller_args,
-    controller_from_args,
+from engine.config import ENGINES
+from engine.flags import (
+    add_engine_args,
+    add_model_args,
+    add_sampling_args,
+    engine_config_from_args,
+    sampling_from_args,
 )
 from engine.models.pair import ModelLoadError
-from engine.models.presets import PRESETS
-
-
-def add_model_args(parser: argparse.ArgumentParser) -> None:
-    """Model-pair flags shared by every command that loads models."""
-    parser.add_argument("--preset", choices=PRESETS, default=None, help="named model pair (default: smol)")
-    parser.add_argument("--draft-model", default=None, help="draft model: hub id or local directory")
-    parser.add_argument("--verifier-model", default=None, help="verifier model: hub id or local directory")
-    parser.add_argument("--device", default="auto", help="auto | cpu | cuda[:N]")
-    parser.add_argument("--dtype", choices=DTYPES, default=None, help=DTYPE_HELP)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate a completion for one prompt")
-    gen.add_argument("--engine", choices=ENGINES, default="baseline")
-    add_model_args(gen)
+    gen.add_argument("--engine", choices=ENGINES, default="baseline", help="engine (default: %(default)s)")
     gen.add_argument("--prompt", required=True, help="user message (chat template applied unless --raw)")
     gen.add_argument("--raw", action="store_true", help="send the prompt text as is, without the chat template")
-    gen.add_argument("--max-new-tokens", type=int, default=128)
-    gen.add_argument("--temperature", type=float, default=0.0)
-    gen.add_argument("--top-p", type=float, default=1.0)
-    gen.add_argument("--top-k", type=int, default=0)
-    gen.add_argument("--seed", type=int, default=None)
-    add_controller_args(gen)
+    gen.add_argument("--seed", type=int, default=None, help="sampling seed (default: none)")
     gen.add_argument("--json", action="store_true", help="print one JSON object")
+    add_model_args(gen)
+    add_sampling_args(gen)
+    add_engine_args(gen)
     return parser
 
 
@@ -62,14 +48,8 @@ def generate(args: argparse.Namespace) -> dict:
     from engine.request import Request
     from engine.schedulers.registry import make_engine
 
-    params = SamplingParams(
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        max_new_tokens=args.max_new_tokens,
-        seed=args.seed,
-    )
-    config = EngineConfig(engine=args.engine, controller=controller_from_args(args))
+    params = sampling_from_args(args, seed=args.seed)
+    config = engine_config_from_args(args, args.engine)
     pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
     prompt_ids = pair.encode_prompt(args.prompt, raw=args.raw)
     engine = make_engine(args.engine, pair, config).start()

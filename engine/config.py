@@ -1,30 +1,38 @@
 """Validated configuration values shared by every engine.
 
-``python -m workloads replay`` has a flag for every field of ``SamplingParams``
-and ``EngineConfig`` and for the draft-length settings of ``ControllerConfig``
-(``add_controller_args``); ``python -m engine generate`` shares the sampling and
-draft-length flags and runs with the default ``EngineConfig``. Only
-``ControllerConfig.allow_zero`` has no flag. Defaults carry a comment saying why.
+Each field that a user may set from the command line carries its flag in its
+metadata (``engine.flags`` turns them into ``argparse`` options), so the
+``generate`` and ``replay`` CLIs share one definition and map flags to fields
+one to one. Only ``ControllerConfig.allow_zero``, ``SamplingParams.seed`` and
+``stop_token_ids`` have no shared flag (each CLI seeds its own way; ``--ignore-eos``
+sets no stop tokens). Validation lives in ``__post_init__`` only. ``None``
+means "off" (or "auto", where the comment says so), never 0. Defaults carry
+a comment saying why.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 ENGINES = ("ar", "baseline", "pd", "pdv")
 CONTROLLERS = ("fixed", "feedback", "goodput")
 DTYPES = ("float32", "bfloat16", "float16")  # --dtype: one dtype for both models
-DTYPE_HELP = "one dtype for both models (default: float32 on the CPU, bfloat16 on CUDA; a distilled draft its own)"
+
+
+def flag(name: str, kind: type, help: str = "", **argparse_options: Any) -> dict[str, Any]:
+    """Field metadata naming the field's command-line flag (read by ``engine.flags``)."""
+    return {"flag": name, "type": kind, "help": help, **argparse_options}
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    temperature: float = 0.0  # greedy by default: outputs are then checkable token for token
-    top_p: float = 1.0
-    top_k: int = 0  # 0 = no top-k truncation
-    max_new_tokens: int = 128
+    # greedy by default: outputs are then checkable token for token
+    temperature: float = field(default=0.0, metadata=flag("--temperature", float, "0 = greedy"))
+    top_p: float = field(default=1.0, metadata=flag("--top-p", float, "nucleus sampling mass, in (0, 1]"))
+    top_k: int | None = field(default=None, metadata=flag("--top-k", int, "keep the k most likely tokens (0 = off)"))
+    max_new_tokens: int = field(default=128, metadata=flag("--max-new-tokens", int, "cap on each output's length"))
     seed: int | None = None  # per-request generator, so a request's samples do not depend on batching
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's end-of-sequence tokens
 
@@ -33,10 +41,12 @@ class SamplingParams:
             raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"top_k must be >= 1 (or None for no top-k truncation), got {self.top_k}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.seed is not None and self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
 
     @property
     def greedy(self) -> bool:
@@ -45,16 +55,41 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    kind: str = "fixed"
-    draft_len: int = 4  # start (and, for "fixed", constant) draft length: a common sweet spot for small drafts
-    min_len: int = 1
-    max_len: int = 8  # beyond 8 the acceptance of a small draft rarely pays for the extra draft passes
+    kind: str = field(default="fixed", metadata=flag("--controller", str, "draft-length policy", choices=CONTROLLERS))
+    # start (and, for "fixed", constant) draft length: a common sweet spot for small drafts
+    draft_len: int = field(default=4, metadata=flag("--draft-len", int, "draft length L (start value)"))
+    min_len: int = field(default=1, metadata=flag("--min-draft-len", int, "adaptive controllers' lower bound"))
+    # beyond 8 the acceptance of a small draft rarely pays for the extra draft passes
+    max_len: int = field(default=8, metadata=flag("--max-draft-len", int, "adaptive controllers' upper bound"))
     allow_zero: bool = True  # feedback may switch speculation off (L = 0) under heavy load
-    target_verify_queue: int = 2  # PDV blocks ahead in verification above which feedback backs off
-    target_decode_p95_ms: float = 0.0  # 0 = no latency target
-    # a row stops drafting at the first position whose draft top-1 probability is below this (0 = off):
+    # PDV blocks ahead in verification above which feedback backs off
+    target_verify_queue: int = field(
+        default=2,
+        metadata=flag(
+            "--target-verify-queue",
+            int,
+            "feedback controller: PDV verify blocks ahead (queued or verifying) above which it shortens L; "
+            "at most --micro-batches - 1 can be ahead",
+        ),
+    )
+    target_decode_p95_ms: float | None = field(
+        default=None,  # no latency target: the right one depends on the model and the device
+        metadata=flag(
+            "--target-decode-p95-ms",
+            float,
+            "feedback controller: decode step p95 (ms) above which it shortens L (0 = no target)",
+        ),
+    )
+    # a row stops drafting at the first position whose draft top-1 probability is below this (None = off):
     # a weak draft's unsure proposals are mostly rejected, so skipping them saves draft and verify work
-    draft_confidence: float = 0.0
+    draft_confidence: float | None = field(
+        default=None,
+        metadata=flag(
+            "--draft-confidence",
+            float,
+            "stop drafting a row where the draft's top-1 probability falls below this (0 = always draft L)",
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.kind not in CONTROLLERS:
@@ -65,26 +100,56 @@ class ControllerConfig:
             raise ValueError(f"draft length must be in 0..{self.max_len}, got {self.draft_len}")
         if self.kind != "fixed" and self.draft_len < self.min_len:
             raise ValueError(f"start draft length {self.draft_len} is below the minimum {self.min_len}")
-        if not 0 <= self.draft_confidence < 1:
-            raise ValueError(f"draft confidence must be in [0, 1), got {self.draft_confidence}")
-        if self.target_verify_queue < 0 or self.target_decode_p95_ms < 0:
-            raise ValueError("controller targets must be >= 0")
+        if self.draft_confidence is not None and not 0 < self.draft_confidence < 1:
+            raise ValueError(f"draft confidence must be in (0, 1) (or None for off), got {self.draft_confidence}")
+        if self.target_verify_queue < 0:
+            raise ValueError(f"target verify queue must be >= 0, got {self.target_verify_queue}")
+        if self.target_decode_p95_ms is not None and not self.target_decode_p95_ms > 0:
+            raise ValueError(f"target decode p95 must be > 0 ms (or None for none), got {self.target_decode_p95_ms}")
 
 
 @dataclass(frozen=True)
 class EngineConfig:
     engine: str = "baseline"
     controller: ControllerConfig = ControllerConfig()
-    max_batch_size: int = 32  # running requests; beyond this CPU step time grows faster than throughput
-    max_cache_tokens: int = 65_536  # KV budget in tokens per model; requests wait rather than exceed it
-    prefill_chunk_tokens: int = 512  # tokens per prefill forward, so a long prompt cannot stall decoding
-    hybrid_threshold: int = 3  # PDV: below this many running requests, draft+verify run atomically as in PD
-    verify_promote_margin: int = 2  # PDV: verify outranks decode when its backlog exceeds decode's by this
-    micro_batches: int = 2  # PDV: running requests are split in this many groups that pipeline
-    intra_op_threads: int = 0  # torch threads; 0 = leave torch's default
-    # lanes that may use the device at once; 0 = auto: every lane on a GPU (their streams overlap), one at a
+    # running requests; beyond this CPU step time grows faster than throughput
+    max_batch_size: int = field(default=32, metadata=flag("--max-batch-size", int, "running requests at most"))
+    # KV budget in tokens per model; requests wait rather than exceed it
+    max_cache_tokens: int = field(
+        default=65_536, metadata=flag("--max-cache-tokens", int, "KV budget in tokens per model")
+    )
+    # tokens per prefill forward, so a long prompt cannot stall decoding
+    prefill_chunk_tokens: int = field(
+        default=512, metadata=flag("--prefill-chunk-tokens", int, "prompt tokens per prefill forward")
+    )
+    hybrid_threshold: int = field(
+        default=3,  # with one or two running requests there is nothing to pipeline against
+        metadata=flag(
+            "--hybrid-threshold", int, "pdv: below this many running requests draft+verify run atomically (0 = never)"
+        ),
+    )
+    verify_promote_margin: int = field(
+        default=2,  # a backlog of a group or two is normal pipelining; beyond that verification is the bottleneck
+        metadata=flag(
+            "--verify-promote-margin", int, "pdv: verify outranks decode when its backlog exceeds decode's by this"
+        ),
+    )
+    micro_batches: int = field(
+        default=2,  # two groups: one drafts while the other verifies
+        metadata=flag("--micro-batches", int, "pdv: groups of running requests pipelined between draft and verify"),
+    )
+    intra_op_threads: int | None = field(
+        default=None,  # None: leave torch's default
+        metadata=flag("--intra-op-threads", int, "torch intra-op threads (0 = torch's default)"),
+    )
+    # lanes that may use the device at once; None = auto: every lane on a GPU (their streams overlap), one at a
     # time on a CPU (lanes running side by side oversubscribe the cores and slow each other down)
-    concurrent_lanes: int = 0
+    concurrent_lanes: int | None = field(
+        default=None,
+        metadata=flag(
+            "--concurrent-lanes", int, "lanes that may run on the device at once (0 = auto: one on a CPU, all on CUDA)"
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -92,46 +157,10 @@ class EngineConfig:
         for name in ("max_batch_size", "max_cache_tokens", "prefill_chunk_tokens", "micro_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("hybrid_threshold", "verify_promote_margin", "intra_op_threads", "concurrent_lanes"):
+        for name in ("hybrid_threshold", "verify_promote_margin"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-
-
-def add_controller_args(parser) -> None:
-    """The draft-length flags, on an ``argparse`` parser or argument group."""
-    defaults = ControllerConfig()
-    parser.add_argument("--controller", choices=CONTROLLERS, default=defaults.kind)
-    parser.add_argument("--draft-len", type=int, default=defaults.draft_len, help="draft length L (start value)")
-    parser.add_argument("--min-draft-len", type=int, default=defaults.min_len)
-    parser.add_argument("--max-draft-len", type=int, default=defaults.max_len)
-    parser.add_argument(
-        "--draft-confidence",
-        type=float,
-        default=defaults.draft_confidence,
-        help="stop drafting a row where the draft's top-1 probability falls below this (0 = always draft L)",
-    )
-    parser.add_argument(
-        "--target-verify-queue",
-        type=int,
-        default=defaults.target_verify_queue,
-        help="feedback controller: PDV verify blocks ahead (queued or verifying) above which it shortens L; "
-        "at most --micro-batches - 1 can be ahead",
-    )
-    parser.add_argument(
-        "--target-decode-p95-ms",
-        type=float,
-        default=defaults.target_decode_p95_ms,
-        help="feedback controller: decode step p95 (ms) above which it shortens L (0 = no target)",
-    )
-
-
-def controller_from_args(args: argparse.Namespace) -> ControllerConfig:
-    return ControllerConfig(
-        kind=args.controller,
-        draft_len=args.draft_len,
-        min_len=args.min_draft_len,
-        max_len=args.max_draft_len,
-        draft_confidence=args.draft_confidence,
-        target_verify_queue=args.target_verify_queue,
-        target_decode_p95_ms=args.target_decode_p95_ms,
-    )
+        for name in ("intra_op_threads", "concurrent_lanes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 (or None for auto), got {value}")

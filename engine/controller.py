@@ -41,7 +41,7 @@ class LoadSignals:
     batch_size: int  # sequences in the step being scheduled
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepObservation:
     batch_size: int
     draft_len: int
@@ -135,7 +135,7 @@ class FeedbackController(DraftLengthController):
         overloaded = []
         if signals.verify_queue > cfg.target_verify_queue:
             overloaded.append(f"verify queue {signals.verify_queue} > {cfg.target_verify_queue}")
-        if cfg.target_decode_p95_ms and signals.decode_p95_ms > cfg.target_decode_p95_ms:
+        if cfg.target_decode_p95_ms is not None and signals.decode_p95_ms > cfg.target_decode_p95_ms:
             overloaded.append(f"decode p95 {signals.decode_p95_ms:.0f} ms > {cfg.target_decode_p95_ms:.0f} ms")
         if length == 0:  # nothing is drafted, so the acceptance reading is stale: only the load decides
             if overloaded:

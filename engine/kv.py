@@ -19,6 +19,7 @@ want: masking is per segment, below.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -120,3 +121,23 @@ def packed_attention(
 
 
 AttentionInterface.register(ATTN_IMPLEMENTATION, packed_attention)
+
+
+class KVBudget:
+    """Tokens of KV cache reserved by admitted requests (per model)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def try_reserve(self, tokens: int) -> bool:
+        with self._lock:
+            if self.used + tokens > self.capacity:
+                return False
+            self.used += tokens
+            return True
+
+    def release(self, tokens: int) -> None:
+        with self._lock:
+            self.used -= tokens

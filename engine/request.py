@@ -41,6 +41,11 @@ class RequestStatus(enum.StrEnum):
         return self not in (RequestStatus.WAITING, RequestStatus.RUNNING)
 
 
+class FinishReason(enum.StrEnum):
+    STOP = "stop"  # a stop token (kept in the output)
+    LENGTH = "length"  # max_new_tokens reached
+
+
 class TokenKind(enum.StrEnum):
     """How an emitted token was produced (shown token by token on the Inspect page)."""
 
@@ -86,7 +91,7 @@ class Request:
 
     status: RequestStatus = RequestStatus.WAITING
     error: str | None = None
-    finish_reason: str | None = None  # "stop" (stop token) | "length" (max_new_tokens)
+    finish_reason: FinishReason | None = None  # set when the request ends OK
     arrival_time: float | None = None
     admitted_time: float | None = None
     first_token_time: float | None = None
@@ -135,7 +140,7 @@ class Request:
             self.status = RequestStatus.RUNNING
             self.admitted_time = time.perf_counter()
 
-    def emit(self, token_ids: list[int], kinds: list[TokenKind], finish_reason: str | None) -> None:
+    def emit(self, token_ids: list[int], kinds: list[TokenKind], finish_reason: FinishReason | None) -> None:
         """Append tokens emitted together; finish the request if ``finish_reason`` is set.
 
         Tokens for a request that has already ended are dropped.

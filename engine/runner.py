@@ -17,10 +17,6 @@ class ModelRunner:
     ``forward`` appends the given tokens to each store (advancing ``length``)
     and returns logits only at the requested positions. It may be called from
     several lane threads at once as long as they touch different stores.
-
-    A draft that reads the verifier's hidden states (``takes_features``) gets
-    them through ``features``; ``with_hidden`` also returns the final hidden
-    state of every packed position, which is what such a draft reads.
     """
 
     def __init__(self, model: PreTrainedModel, name: str) -> None:
@@ -34,14 +30,10 @@ class ModelRunner:
         self.head_dim: int = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.vocab_size: int = cfg.vocab_size
         self.hidden_size: int = cfg.hidden_size
-        self.takes_features: bool = getattr(model, "takes_features", False)
         self.device = next(model.parameters()).device
         # the layers' dtype, which the KV cache holds (a shared draft's borrowed embedding may differ)
         decoder = getattr(model, "model", model)
-        own = next(getattr(decoder, "layers", decoder).parameters(), None)
-        if own is None:  # no layers (a draft that reads the verifier's hidden states may have none)
-            own = next(decoder.norm.parameters())
-        self.dtype = own.dtype
+        self.dtype = next(getattr(decoder, "layers", decoder).parameters()).dtype
         self._lock = threading.Lock()
         self._tokens_forwarded = 0  # every token that went through a forward (tests check for recomputation)
 
@@ -59,9 +51,7 @@ class ModelRunner:
         input_ids: torch.Tensor,  # [N] long, on device: the new tokens of all stores, packed in order
         num_tokens: list[int],  # new tokens per store; sums to N
         keep: torch.Tensor,  # [K] long, on device: packed positions whose logits are returned
-        features: torch.Tensor | None = None,  # [N, H]: what a feature-reading draft reads at each token
-        with_hidden: bool = False,
-    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:  # [K, V] float32 logits (, [N, H] hidden states)
+    ) -> torch.Tensor:  # [K, V] float32 logits
         segments, start, positions = [], 0, []
         for store, n in zip(stores, num_tokens, strict=True):
             if store.length + n > store.capacity:
@@ -71,28 +61,14 @@ class ModelRunner:
             start += n
         if start != input_ids.shape[0]:
             raise ValueError(f"packed {input_ids.shape[0]} tokens but segments hold {start}")
-        if self.takes_features != (features is not None):
-            raise ValueError(f"{self.name}: features must be given exactly when the model reads them")
         position_ids = torch.cat(positions).to(self.device, non_blocking=True).unsqueeze(0)
         packed = PackedBatch(tuple(segments))
         ids = input_ids.unsqueeze(0)
-        if self.takes_features:
-            out = self.model(
-                ids, features.unsqueeze(0), position_ids=position_ids, logits_to_keep=keep, packed_batch=packed
-            )
-            logits, hidden = out.logits, out.hidden_states[0]
-        elif with_hidden:
-            # the decoder and the output layer, as the model's own forward runs them, keeping the hidden states
-            hidden = self.model.get_decoder()(
-                input_ids=ids, position_ids=position_ids, use_cache=False, packed_batch=packed
-            ).last_hidden_state
-            logits = self.model.get_output_embeddings()(hidden[:, keep])
-        else:
-            logits = self.model(
-                input_ids=ids, position_ids=position_ids, use_cache=False, logits_to_keep=keep, packed_batch=packed
-            ).logits
+        logits = self.model(
+            input_ids=ids, position_ids=position_ids, use_cache=False, logits_to_keep=keep, packed_batch=packed
+        ).logits
         for store, n in zip(stores, num_tokens, strict=True):
             store.length += n
         with self._lock:
             self._tokens_forwarded += start
-        return (logits[0].float(), hidden[0]) if with_hidden else logits[0].float()
+        return logits[0].float()

@@ -24,7 +24,7 @@ class SamplingRows:
 
     temperature: torch.Tensor  # [B] float
     top_p: torch.Tensor  # [B] float
-    top_k: torch.Tensor  # [B] long, 0 = off
+    top_k: torch.Tensor  # [B] long; 0 encodes no truncation (a tensor holds no None)
     greedy: tuple[bool, ...]  # [B] host copy: decides where random numbers are drawn
     generators: tuple[torch.Generator | None, ...]  # [B] None for greedy rows
 
@@ -35,7 +35,7 @@ class SamplingRows:
         return SamplingRows(
             temperature=torch.tensor([p.temperature for p in params], device=device),
             top_p=torch.tensor([p.top_p for p in params], device=device),
-            top_k=torch.tensor([p.top_k for p in params], device=device),
+            top_k=torch.tensor([p.top_k or 0 for p in params], device=device),
             greedy=tuple(p.greedy for p in params),
             generators=tuple(generators),
         )

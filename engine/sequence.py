@@ -19,11 +19,6 @@ class Sequence:
     emitted token except the last one, ``pending``; the draft cache holds a
     prefix of that and ``draft_pending`` lists the tokens it still lacks
     (one or two after a step, more after steps with speculation off).
-
-    With a draft that reads the verifier's hidden states, ``draft_features``
-    holds the hidden state each ``draft_pending`` token is read with (the
-    verifier's, one position back) and ``prompt_feature`` the verifier's hidden
-    state at the last prompt token prefilled so far.
     """
 
     request: Request
@@ -35,8 +30,6 @@ class Sequence:
     prefilled: int = 0  # prompt tokens already in the caches
     pending: int | None = None  # last emitted token, not yet in the verifier cache
     draft_pending: list[int] = field(default_factory=list)
-    draft_features: torch.Tensor | None = None  # [len(draft_pending), H]
-    prompt_feature: torch.Tensor | None = None  # [1, H]
     handoff_event: object | None = None  # CUDA event of the last lane that wrote this sequence's caches
 
     @property
@@ -60,6 +53,5 @@ class Sequence:
         for store in (self.verifier_kv, self.draft_kv):
             if store is not None:
                 keep_for_current_stream(store.keys, store.values)
-        keep_for_current_stream(self.draft_features, self.prompt_feature)
         self.verifier_kv = None
         self.draft_kv = None

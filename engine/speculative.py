@@ -4,7 +4,7 @@ Leviathan et al. (2023), Algorithm 1, for each row b with L_b drafted tokens:
 
     for i = 1..L_b:  accept d_i  iff  u_i < min(1, p_i(d_i) / q_i(d_i))        (u_i ~ U[0, 1))
     n = number of leading accepted tokens
-    emit d_1..d_n, then one token from   norm(max(0, p_{n+1} - q_{n+1}))   if n < L_b   (recovered)
+    emit d_1..d_n, then one token from   norm(max(0, p_{n+1} - q_{n+1}))   if n < L_b   (correction)
                                           p_{L_b + 1}                       if n = L_b   (bonus)
 
 p = verifier distribution, q = draft distribution at the same position. The
@@ -22,7 +22,7 @@ import torch
 
 class Verdict(NamedTuple):
     num_accepted: torch.Tensor  # [B] long: accepted drafted tokens, 0..L_b
-    next_probs: torch.Tensor  # [B, V]: distribution of the token emitted after them (recovered or bonus)
+    next_probs: torch.Tensor  # [B, V]: distribution of the token emitted after them (correction or bonus)
     bonus: torch.Tensor  # [B] bool: every drafted token was accepted, next token is the bonus
 
 

@@ -14,8 +14,7 @@ from itertools import accumulate
 
 import torch
 
-from engine.devices import keep_for_current_stream
-from engine.request import StepRecord, TokenKind
+from engine.request import FinishReason, StepRecord, TokenKind
 from engine.runner import ModelRunner
 from engine.sampling import SamplingRows, probabilities, sample, uniforms
 from engine.sequence import Sequence
@@ -27,14 +26,14 @@ def _keep_last(counts: list[int], device: torch.device) -> torch.Tensor:
     return torch.tensor([c - 1 for c in accumulate(counts)], device=device)
 
 
-def _finish_reason(seq: Sequence, tokens: list[int]) -> tuple[list[int], str | None]:
+def _finish_reason(seq: Sequence, tokens: list[int]) -> tuple[list[int], FinishReason | None]:
     """Cut ``tokens`` at the first stop token (kept) or at max_new_tokens."""
     limit = seq.remaining
     for i, token in enumerate(tokens[:limit]):
         if token in seq.stop_token_ids:
-            return tokens[: i + 1], "stop"
+            return tokens[: i + 1], FinishReason.STOP
     if len(tokens) >= limit:
-        return tokens[:limit], "length"
+        return tokens[:limit], FinishReason.LENGTH
     return tokens, None
 
 
@@ -74,15 +73,10 @@ def prefill_chunk(
     ends = _keep_last(counts, verifier.device)
     keep = ends[torch.tensor(completes, device=verifier.device)]
     stores = [seq.verifier_kv for seq, _ in chosen]
-    reads = draft is not None and draft.takes_features
-    if reads:
-        logits, hidden = verifier.forward(stores, ids, counts, keep, with_hidden=True)
-    else:
-        logits = verifier.forward(stores, ids, counts, keep)
+    logits = verifier.forward(stores, ids, counts, keep)
     if draft is not None:
         # the draft's logits at the prompt end are never used: its first proposal follows the first token
-        features = _prompt_features(chosen, hidden) if reads else None
-        draft.forward([seq.draft_kv for seq, _ in chosen], ids, counts, keep[:0], features=features)
+        draft.forward([seq.draft_kv for seq, _ in chosen], ids, counts, keep[:0])
     for seq, n in chosen:
         seq.prefilled += n
 
@@ -93,25 +87,9 @@ def prefill_chunk(
         for seq, token in zip(done, first, strict=True):
             seq.pending = token
             seq.draft_pending = [token]
-            seq.draft_features, seq.prompt_feature = seq.prompt_feature, None
             emitted, reason = _finish_reason(seq, [token])
             seq.request.emit(emitted, [TokenKind.FIRST], reason)
     return done
-
-
-def _prompt_features(chosen: list[tuple[Sequence, int]], hidden: torch.Tensor) -> torch.Tensor:
-    """What a feature-reading draft reads at each prompt token: the verifier's hidden state one position back.
-
-    The first prompt token reads zeros. Mutates: ``prompt_feature`` (the hidden
-    state the next chunk's first token, or the first generated token, reads).
-    """
-    parts, start = [], 0
-    for seq, n in chosen:
-        before = seq.prompt_feature if seq.prompt_feature is not None else hidden.new_zeros(1, hidden.shape[-1])
-        parts += [before, hidden[start : start + n - 1]]
-        seq.prompt_feature = hidden[start + n - 1 : start + n]
-        start += n
-    return torch.cat(parts)
 
 
 # --------------------------------------------------------------------------
@@ -147,11 +125,15 @@ def draft_lengths(seqs: list[Sequence], draft_len: int) -> list[int]:
 
 
 def draft_block(
-    draft: ModelRunner | None, seqs: list[Sequence], lens: list[int], rows: SamplingRows, confidence: float = 0.0
+    draft: ModelRunner | None,
+    seqs: list[Sequence],
+    lens: list[int],
+    rows: SamplingRows,
+    confidence: float | None = None,
 ) -> DraftBlock:
     """Run the draft autoregressively: up to max(lens) batched forwards, one per draft position.
 
-    ``confidence`` > 0 is a gate: a row stops at the first position where the
+    ``confidence`` is an optional gate: a row stops at the first position where the
     draft's own top-1 probability (softmax of its logits, before temperature
     and truncation) is below it, and that position's token is not proposed.
     The gate looks only at the draft's distribution for the position, never at
@@ -159,18 +141,14 @@ def draft_block(
     prefix alone and the acceptance rule stays exact. It costs one host sync per
     draft position; without it tokens stay on the device between positions.
 
-    A draft that reads hidden states reads the verifier's for the pending
-    tokens and its own from the previous position after that. Mutates: the
-    draft caches, ``draft_pending`` and ``draft_features`` of rows with lens > 0.
+    Mutates: the draft caches and ``draft_pending`` of rows with lens > 0.
     """
     batch, width = len(seqs), max(lens, default=0)
     lens, forwards = list(lens), [0] * batch
     device = rows.temperature.device
     vocab = draft.vocab_size if draft is not None else 0
-    reads = draft is not None and draft.takes_features
     tokens = torch.zeros(batch, width, dtype=torch.long, device=device)
     probs = torch.zeros(batch, width, vocab, device=device)
-    own = torch.zeros(batch, draft.hidden_size if reads else 0, device=device)  # last hidden state per row
     fed = [list(seq.draft_pending) if n > 0 else [] for seq, n in zip(seqs, lens, strict=True)]
     before = [seq.draft_kv.length if seq.draft_kv is not None else 0 for seq in seqs]
     for k in range(width):
@@ -178,32 +156,20 @@ def draft_block(
         if not active:
             break
         index = torch.tensor(active, device=device)
-        features = None
         if k == 0:
             counts = [len(fed[b]) for b in active]
             ids = torch.tensor([t for b in active for t in fed[b]], device=device)
-            if reads:
-                features = torch.cat([seqs[b].draft_features for b in active])
         else:
             counts = [1] * len(active)
             ids = tokens[index, k - 1]
-            if reads:
-                features = own[index]
-        last = _keep_last(counts, device)
-        stores = [seqs[b].draft_kv for b in active]
-        if reads:
-            logits, hidden = draft.forward(stores, ids, counts, last, features=features, with_hidden=True)
-            own = own.to(hidden.dtype)
-            own[index] = hidden[last]
-        else:
-            logits = draft.forward(stores, ids, counts, last)
+        logits = draft.forward([seqs[b].draft_kv for b in active], ids, counts, _keep_last(counts, device))
         sub = rows if len(active) == batch else rows.select(active)
         p = probabilities(logits, sub)
         tokens[index, k] = sample(p, sub)
         probs[index, k] = p
         for b in active:
             forwards[b] = k + 1
-        if confidence > 0:
+        if confidence is not None:
             sure = (torch.softmax(logits.float(), dim=-1).amax(dim=-1) >= confidence).tolist()
             for b, ok in zip(active, sure, strict=True):
                 if not ok:
@@ -212,8 +178,6 @@ def draft_block(
     for seq, ran in zip(seqs, forwards, strict=True):
         if ran:
             seq.draft_pending = []
-            keep_for_current_stream(seq.draft_features)  # written by the prefill or verify lane's stream
-            seq.draft_features = None
     emitted = sum(seq.request.num_output_tokens for seq in seqs)
     return DraftBlock(seqs, rows, lens, tokens, probs, fed, before, forwards, emitted_before=emitted)
 
@@ -223,15 +187,11 @@ def draft_block(
 # --------------------------------------------------------------------------
 
 
-def verify_block(
-    verifier: ModelRunner, block: DraftBlock, with_hidden: bool = False
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+def verify_block(verifier: ModelRunner, block: DraftBlock) -> torch.Tensor:
     """One verifier forward over [pending, d_1..d_L] of every row.
 
-    Returns the verifier distributions [B, Lmax+1, V] (zero beyond lens[b]+1)
-    and, ``with_hidden``, its final hidden states at the same places [B, Lmax+1, H]
-    (for a draft that reads them), else None. Mutates: the verifier caches
-    (rolled back by ``accept_block``).
+    Returns the verifier distributions [B, Lmax+1, V] (zero beyond lens[b]+1).
+    Mutates: the verifier caches (rolled back by ``accept_block``).
     """
     batch, width = block.tokens.shape
     device = block.tokens.device
@@ -239,37 +199,22 @@ def verify_block(
     grid = torch.cat([pending, block.tokens], dim=1).view(-1)  # [B * (Lmax+1)]
     counts = [n + 1 for n in block.lens]
     flat = torch.tensor([b * (width + 1) + j for b, n in enumerate(counts) for j in range(n)], device=device)
-    out = verifier.forward(
-        [seq.verifier_kv for seq in block.seqs],
-        grid[flat],
-        counts,
-        torch.arange(flat.shape[0], device=device),
-        with_hidden=with_hidden,
+    logits = verifier.forward(
+        [seq.verifier_kv for seq in block.seqs], grid[flat], counts, torch.arange(flat.shape[0], device=device)
     )
-    logits, hidden = out if with_hidden else (out, None)
     row_of_token = [b for b, n in enumerate(counts) for _ in range(n)]
     p = probabilities(logits, block.rows.select(row_of_token))
     target = torch.zeros(batch * (width + 1), p.shape[-1], device=device)
     target[flat] = p
-    if hidden is not None:
-        grid_hidden = hidden.new_zeros(batch * (width + 1), hidden.shape[-1])
-        grid_hidden[flat] = hidden
-        hidden = grid_hidden.view(batch, width + 1, -1)
-    return target.view(batch, width + 1, -1), hidden
+    return target.view(batch, width + 1, -1)
 
 
-def accept_block(
-    block: DraftBlock, target: torch.Tensor, hidden: torch.Tensor | None = None, record_steps: bool = True
-) -> list[Sequence]:
+def accept_block(block: DraftBlock, target: torch.Tensor, record_steps: bool = True) -> list[Sequence]:
     """Apply the acceptance rule, emit tokens, roll back rejected positions.
 
-    ``hidden`` is ``verify_block``'s hidden states when the draft reads them:
-    the draft then forgets every position it computed from its own predicted
-    hidden states and re-reads the kept tokens with the verifier's.
     Mutates: every row's caches (truncated to the kept tokens), ``pending``,
-    ``draft_pending``, ``draft_features`` and request (tokens, times, kinds, a
-    ``StepRecord`` when ``record_steps``). Returns the sequences that finished
-    in this step.
+    ``draft_pending`` and request (tokens, times, kinds, a ``StepRecord`` when
+    ``record_steps``). Returns the sequences that finished in this step.
     """
     device = block.tokens.device
     lens = torch.tensor(block.lens, device=device)
@@ -289,16 +234,7 @@ def accept_block(
         # verifier cache holds [.., pending, d_1..d_L]; keep [.., pending, d_1..d_n]
         seq.verifier_kv.truncate(seq.verifier_kv.length - (drafted - n))
         ran = block.forwards[b]
-        if seq.draft_kv is not None and hidden is not None:
-            # hidden[b, j] is the verifier's at [pending, d_1..d_n][j]: what the token after it reads
-            if ran:
-                seq.draft_kv.truncate(block.draft_len_before[b] + len(block.fed[b]))
-                seq.draft_pending, seq.draft_features = kept + [nxt], hidden[b, : n + 1]
-            else:
-                seq.draft_pending.append(nxt)
-                keep_for_current_stream(seq.draft_features)  # read here, may come from another lane's stream
-                seq.draft_features = torch.cat([seq.draft_features, hidden[b, :1]])
-        elif seq.draft_kv is not None:
+        if seq.draft_kv is not None:
             if ran:
                 # draft cache got fed + d_1..d_{ran-1}; keep what is still on the accepted path
                 context = block.fed[b] + kept + [nxt]

@@ -10,12 +10,25 @@ from engine.controller import LoadSignals, StepObservation, expected_tokens, mak
 CALM = LoadSignals(verify_queue=0, decode_p95_ms=10.0, batch_size=4)
 
 
+def step(batch, draft_len, drafted, accepted, draft_s, verify_s, rejected, draft_positions=None) -> StepObservation:
+    return StepObservation(
+        batch_size=batch,
+        draft_len=draft_len,
+        drafted=drafted,
+        accepted=accepted,
+        draft_s=draft_s,
+        verify_s=verify_s,
+        rejected=rejected,
+        draft_positions=draft_positions,
+    )
+
+
 def feed(ctrl, rate, steps=20, draft_len=4, batch=4, draft_s=0.01, verify_s=0.05):
     """Every sequence accepts round(rate * L) of its L drafted tokens; fewer than L means a rejection."""
     for _ in range(steps):
         kept = round(rate * draft_len)
         cut = batch if kept < draft_len else 0
-        ctrl.observe(StepObservation(batch, draft_len, draft_len * batch, kept * batch, draft_s, verify_s, cut))
+        ctrl.observe(step(batch, draft_len, draft_len * batch, kept * batch, draft_s, verify_s, cut))
 
 
 def feed_geometric(ctrl, alpha, steps, draft_len, batch, draft_s, verify_s, rng):
@@ -28,7 +41,7 @@ def feed_geometric(ctrl, alpha, steps, draft_len, batch, draft_s, verify_s, rng)
                 kept += 1
             accepted += kept
             cut += kept < draft_len
-        ctrl.observe(StepObservation(batch, draft_len, draft_len * batch, accepted, draft_s, verify_s, cut))
+        ctrl.observe(step(batch, draft_len, draft_len * batch, accepted, draft_s, verify_s, cut))
 
 
 def test_fixed_never_changes():
@@ -100,7 +113,7 @@ def test_invalid_controller_config_is_refused_with_a_message():
         ControllerConfig(kind="magic")
     with pytest.raises(ValueError, match="draft length"):
         ControllerConfig(draft_len=12, max_len=8)
-    for bad in (-0.1, 1.0):
+    for bad in (-0.1, 0.0, 1.0):
         with pytest.raises(ValueError, match="draft confidence must be in"):
             ControllerConfig(draft_confidence=bad)
 
@@ -138,7 +151,7 @@ def test_goodput_prices_a_draft_position_by_the_forwards_that_ran():
     # the confidence gate cut every block to 1 proposal after 2 draft forwards: a position costs 10 ms, not 20
     ctrl = make_controller(ControllerConfig(kind="goodput", draft_len=4, max_len=8, draft_confidence=0.5))
     for _ in range(4):
-        ctrl.observe(StepObservation(4, 1, 4, 2, 0.02, 0.05, 2, draft_positions=2))
+        ctrl.observe(step(4, 1, 4, 2, 0.02, 0.05, 2, draft_positions=2))
     per_position, _, _ = ctrl.costs(4)
     assert per_position == pytest.approx(0.01)
 
@@ -146,11 +159,13 @@ def test_goodput_prices_a_draft_position_by_the_forwards_that_ran():
 def test_the_feedback_targets_come_from_the_shared_cli_flags():
     import argparse
 
-    from engine.config import add_controller_args, controller_from_args
+    from engine.flags import add_config_args, config_from_args
 
     parser = argparse.ArgumentParser()
-    add_controller_args(parser)
+    add_config_args(parser, ControllerConfig)
     args = parser.parse_args(["--controller", "feedback", "--target-verify-queue", "5", "--target-decode-p95-ms", "40"])
-    cfg = controller_from_args(args)
+    cfg = config_from_args(ControllerConfig, args)
     assert (cfg.kind, cfg.target_verify_queue, cfg.target_decode_p95_ms) == ("feedback", 5, 40.0)
-    assert controller_from_args(parser.parse_args([])) == ControllerConfig()
+    assert config_from_args(ControllerConfig, parser.parse_args([])) == ControllerConfig()
+    off = config_from_args(ControllerConfig, parser.parse_args(["--target-decode-p95-ms", "0", "--draft-confidence", "0"]))
+    assert (off.target_decode_p95_ms, off.draft_confidence) == (None, None)  # 0 on the command line means off

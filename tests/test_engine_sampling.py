@@ -36,7 +36,7 @@ def merged_chisquare(counts: np.ndarray, probs: np.ndarray, min_expected: float 
 
 
 def sampled_second_tokens(
-    pair, engine: str, prompt: list[int], trials: int = 800, confidence: float = 0.0
+    pair, engine: str, prompt: list[int], trials: int = 800, confidence: float | None = None
 ) -> np.ndarray:
     """Counts of the second output token over ``trials`` seeded samples (T = 1, L = 3) through ``engine``."""
     config = EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3, draft_confidence=confidence))

@@ -65,8 +65,8 @@ def _emitted_first_tokens(p_row: torch.Tensor, q_row: torch.Tensor, trials: int,
     q = q_row.expand(trials, 1, vocab)
     p = torch.stack([p_row, torch.full((vocab,), 1 / vocab)]).expand(trials, 2, vocab)
     v = verify(draft, q, p, torch.ones(trials, dtype=torch.long), torch.rand(trials, 1, generator=gen))
-    recovered = torch.multinomial(v.next_probs, 1, generator=gen).squeeze(1)
-    return torch.where(v.num_accepted == 1, draft.squeeze(1), recovered)
+    correction = torch.multinomial(v.next_probs, 1, generator=gen).squeeze(1)
+    return torch.where(v.num_accepted == 1, draft.squeeze(1), correction)
 
 
 def test_first_emitted_token_follows_the_verifier_distribution():

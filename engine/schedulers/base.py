@@ -21,63 +21,25 @@ import traceback
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 
 import torch
 
 from engine.config import EngineConfig
 from engine.controller import DraftLengthController, LoadSignals, StepObservation, make_controller
+from engine.kv import KVBudget
 from engine.models.pair import ModelPair
 from engine.request import Request, RequestStatus
 from engine.sampling import SamplingRows, make_generator
+from engine.schedulers.admission import kv_reservation, request_problem
 from engine.schedulers.lanes import Lane
+from engine.schedulers.stats import Counters, EngineStats, LaneStats
 from engine.sequence import Sequence
 from engine.stages import DraftBlock, accept_block, draft_block, draft_lengths, prefill_chunk, verify_block
 
 log = logging.getLogger(__name__)
 
 IDLE_WAIT_S = 0.02  # how long an idle lane sleeps before re-checking for work or stop
-
-
-@dataclass(frozen=True)
-class LaneStats:
-    name: str  # "loop" | "prefill" | "decode" | "verify"
-    queue_depth: int
-    busy_s: float  # cumulative seconds busy
-
-
-@dataclass(frozen=True)
-class EngineStats:
-    engine: str
-    time: float  # perf_counter
-    waiting: int  # submitted, not admitted
-    running: int  # admitted, not finished
-    lanes: tuple[LaneStats, ...]
-    draft_len: int | None  # None for the AR engine
-    tokens_emitted: int  # cumulative
-    drafted: int  # cumulative
-    accepted: int  # cumulative
-    finished: int  # cumulative, any status
-
-
-class KVBudget:
-    """Tokens of KV cache reserved by admitted requests (per model)."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.used = 0
-        self._lock = threading.Lock()
-
-    def try_reserve(self, tokens: int) -> bool:
-        with self._lock:
-            if self.used + tokens > self.capacity:
-                return False
-            self.used += tokens
-            return True
-
-    def release(self, tokens: int) -> None:
-        with self._lock:
-            self.used -= tokens
 
 
 class Engine(ABC):
@@ -96,7 +58,7 @@ class Engine(ABC):
         self._wake = threading.Condition()
         self._stop = threading.Event()
         self._started = False
-        self._counters = {"tokens": 0, "drafted": 0, "accepted": 0, "finished": 0}
+        self._counters = Counters()
         self._decode_latencies: deque[float] = deque(maxlen=64)
         self.lanes: dict[str, Lane] = {}
         self.fatal_error: str | None = None
@@ -106,7 +68,7 @@ class Engine(ABC):
         if self._started:
             return self
         self._started = True
-        if self.config.intra_op_threads:
+        if self.config.intra_op_threads is not None:
             torch.set_num_threads(self.config.intra_op_threads)
         for name, target in self._lane_loops().items():
             self.lanes[name] = Lane(name, self._guard(target))
@@ -128,7 +90,7 @@ class Engine(ABC):
         if problem:
             request.fail(RequestStatus.REJECTED, problem)
             with self._lock:
-                self._counters["finished"] += 1
+                self._counters.finished += 1
             return request
         self._notify()
         return request
@@ -156,7 +118,7 @@ class Engine(ABC):
 
     def stats(self) -> EngineStats:
         with self._lock:
-            counters = dict(self._counters)
+            counters = replace(self._counters)
             live = len(self._live)
         waiting = self._inbox.qsize() + len(self._waiting)
         depths = self._queue_depths()
@@ -167,10 +129,10 @@ class Engine(ABC):
             running=max(0, live - waiting),
             lanes=tuple(LaneStats(n, depths.get(n, 0), lane.busy_s) for n, lane in self.lanes.items()),
             draft_len=self.controller.length if self.speculative else None,
-            tokens_emitted=counters["tokens"],
-            drafted=counters["drafted"],
-            accepted=counters["accepted"],
-            finished=counters["finished"],
+            tokens_emitted=counters.tokens,
+            drafted=counters.drafted,
+            accepted=counters.accepted,
+            finished=counters.finished,
         )
 
     def generate(self, requests: list[Request], timeout: float | None = None) -> list[Request]:
@@ -197,27 +159,7 @@ class Engine(ABC):
     def _validate(self, request: Request) -> str | None:
         if self._stop.is_set():
             return "engine is stopped"
-        n = len(request.prompt_token_ids)
-        if n == 0:
-            return "empty prompt"
-        vocab = self.pair.verifier.vocab_size
-        if max(request.prompt_token_ids) >= vocab:
-            return f"prompt has token ids outside the vocabulary (size {vocab})"
-        total = n + request.params.max_new_tokens
-        if total > self.pair.max_context:
-            return (
-                f"prompt ({n} tokens) + max_new_tokens ({request.params.max_new_tokens}) exceeds "
-                f"the model context of {self.pair.max_context} tokens"
-            )
-        if self._reservation(request) > self.budget.capacity:
-            return (
-                f"request needs {self._reservation(request)} KV tokens, more than the whole budget "
-                f"({self.budget.capacity}); raise max_cache_tokens"
-            )
-        return None
-
-    def _reservation(self, request: Request) -> int:
-        return len(request.prompt_token_ids) + request.params.max_new_tokens + 1
+        return request_problem(request, self.pair, self.budget.capacity)
 
     def _admit(self, running: int) -> list[Sequence]:
         """Move submitted requests into new sequences while the batch limit and KV budget allow.
@@ -235,7 +177,7 @@ class Engine(ABC):
             if request.status.finished:  # cancelled meanwhile
                 self._waiting.popleft()
                 continue
-            need = self._reservation(request)
+            need = kv_reservation(request)
             if not self.budget.try_reserve(need):
                 break
             self._waiting.popleft()
@@ -287,9 +229,8 @@ class Engine(ABC):
     def _verify(self, block: DraftBlock) -> list[Sequence]:
         """Verify and accept a block; returns the sequences still running."""
         start = time.perf_counter()
-        reads = self.speculative and self.pair.draft.takes_features
-        target, hidden = verify_block(self.pair.verifier, block, with_hidden=reads)
-        finished = accept_block(block, target, hidden, record_steps=self.speculative)
+        target = verify_block(self.pair.verifier, block)
+        finished = accept_block(block, target, record_steps=self.speculative)
         verify_s = time.perf_counter() - start
         drafted = sum(block.lens)
         accepted = sum(s.request.steps[-1].accepted for s in block.seqs) if self.speculative else 0
@@ -299,14 +240,14 @@ class Engine(ABC):
             cut = sum(s.request.steps[-1].accepted < n for s, n in zip(block.seqs, block.lens, strict=True))
             self.controller.observe(
                 StepObservation(
-                    len(block.seqs),
-                    max(block.lens, default=0),
-                    drafted,
-                    accepted,
-                    block.draft_s,
-                    verify_s,
-                    cut,
-                    max(block.forwards, default=0),
+                    batch_size=len(block.seqs),
+                    draft_len=max(block.lens, default=0),
+                    drafted=drafted,
+                    accepted=accepted,
+                    draft_s=block.draft_s,
+                    verify_s=verify_s,
+                    rejected=cut,
+                    draft_positions=max(block.forwards, default=0),
                 )
             )
         self._retire(finished)
@@ -326,9 +267,9 @@ class Engine(ABC):
 
     def _count(self, tokens: int = 0, drafted: int = 0, accepted: int = 0) -> None:
         with self._lock:
-            self._counters["tokens"] += tokens
-            self._counters["drafted"] += drafted
-            self._counters["accepted"] += accepted
+            self._counters.tokens += tokens
+            self._counters.drafted += drafted
+            self._counters.accepted += accepted
 
     def _retire(self, seqs: list[Sequence]) -> None:
         """Release finished sequences' caches and budget."""
@@ -337,7 +278,7 @@ class Engine(ABC):
             self.budget.release(seq.reserved_tokens)
             with self._lock:
                 if self._live.pop(id(seq.request), None) is not None:
-                    self._counters["finished"] += 1
+                    self._counters.finished += 1
 
     def _fail(self, seqs: list[Sequence], exc: BaseException) -> None:
         """End ``seqs`` as failed with the error text; the engine keeps serving others."""
@@ -351,7 +292,7 @@ class Engine(ABC):
         request.fail(status, error)
         with self._lock:
             if self._live.pop(id(request), None) is not None:
-                self._counters["finished"] += 1
+                self._counters.finished += 1
 
     def _guard(self, loop: Callable[[], None]) -> Callable[[], None]:
         """Run a lane loop until stop; an unexpected error fails every live request."""

@@ -28,7 +28,7 @@ class PDEngine(Engine):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         auto = len(self.lane_names) if self.pair.device.type == "cuda" else 1
-        slots = self.config.concurrent_lanes or auto
+        slots = auto if self.config.concurrent_lanes is None else self.config.concurrent_lanes
         self.arbiter = LaneArbiter(slots, self.config.verify_promote_margin, self._backlog)
         self.streams = {name: LaneStream(self.pair.device) for name in self.lane_names}
         self._prefilling: list[Sequence] = []  # owned by the prefill lane
