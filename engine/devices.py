@@ -7,7 +7,7 @@ before touching them: ordering without a device-wide synchronize. On the CPU
 kernels run synchronously on the calling thread, so every method here does
 nothing. ``backend`` is ``torch.cuda`` in production and a fake in tests.
 
-Verified on a GPU: not yet (see README).
+Verified on a GPU: not yet (see docs/architecture.md, "CPU and GPU").
 """
 
 from __future__ import annotations

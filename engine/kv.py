@@ -1,7 +1,8 @@
 """Per-request KV caches and the packed (varlen) attention that reads them.
 
 Every request owns one ``KVStore`` per model, allocated once at admission for
-its whole life (prompt + max_new_tokens + max draft length + 1 positions), so
+its whole life (prompt + max_new_tokens + 1 positions: a draft never proposes past
+max_new_tokens, so a verify step always fits), so
 nothing is ever copied to grow it and no step recomputes a prefix. A forward
 pass packs the new tokens of any set of requests into one row (batch size 1,
 no padding); ``packed_attention`` writes each request's new keys/values into

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from metrics.device import DeviceProbe, DeviceSample
+from metrics.device_types import DeviceProbe, DeviceSample
 
 log = logging.getLogger(__name__)
 

@@ -167,5 +167,6 @@ def test_the_feedback_targets_come_from_the_shared_cli_flags():
     cfg = config_from_args(ControllerConfig, args)
     assert (cfg.kind, cfg.target_verify_queue, cfg.target_decode_p95_ms) == ("feedback", 5, 40.0)
     assert config_from_args(ControllerConfig, parser.parse_args([])) == ControllerConfig()
-    off = config_from_args(ControllerConfig, parser.parse_args(["--target-decode-p95-ms", "0", "--draft-confidence", "0"]))
+    zeros = parser.parse_args(["--target-decode-p95-ms", "0", "--draft-confidence", "0"])
+    off = config_from_args(ControllerConfig, zeros)
     assert (off.target_decode_p95_ms, off.draft_confidence) == (None, None)  # 0 on the command line means off

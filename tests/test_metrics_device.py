@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from metrics.device import HostProbe, NvmlProbe, open_probe
+from metrics.device import open_probe
+from metrics.host_probe import HostProbe
+from metrics.nvml_probe import NvmlProbe
 
 
 class FakeNVMLError(Exception):
@@ -207,21 +209,21 @@ def test_a_failing_gpm_sample_switches_gpm_off_but_keeps_utilisation_and_memory(
 
 
 def test_cpu_utilisation_is_a_share_of_the_cores_this_process_may_use(monkeypatch):
-    from metrics import device
+    from metrics import host_probe
 
-    monkeypatch.setattr(device.psutil.Process, "cpu_affinity", lambda self: [0, 1])
-    monkeypatch.setattr(device.psutil, "cpu_count", lambda: 64)
-    assert device._usable_cores(Path("/no/cgroup/cpu.max")) == 2  # a 2-CPU cpuset on a 64-core host
+    monkeypatch.setattr(host_probe.psutil.Process, "cpu_affinity", lambda self: [0, 1])
+    monkeypatch.setattr(host_probe.psutil, "cpu_count", lambda: 64)
+    assert host_probe._usable_cores(Path("/no/cgroup/cpu.max")) == 2  # a 2-CPU cpuset on a 64-core host
 
 
 def test_a_cgroup_cpu_quota_caps_the_cores_this_process_may_use(monkeypatch, tmp_path):
-    from metrics import device
+    from metrics import host_probe
 
-    monkeypatch.setattr(device.psutil.Process, "cpu_affinity", lambda self: list(range(64)))
+    monkeypatch.setattr(host_probe.psutil.Process, "cpu_affinity", lambda self: list(range(64)))
     cpu_max = tmp_path / "cpu.max"
     cpu_max.write_text("150000 100000\n")  # docker --cpus=1.5 on a 64-core host
-    assert device._usable_cores(cpu_max) == 1.5
+    assert host_probe._usable_cores(cpu_max) == 1.5
     cpu_max.write_text("max 100000\n")  # no quota
-    assert device._usable_cores(cpu_max) == 64
+    assert host_probe._usable_cores(cpu_max) == 64
     cpu_max.write_text("garbage")
-    assert device._usable_cores(cpu_max) == 64
+    assert host_probe._usable_cores(cpu_max) == 64

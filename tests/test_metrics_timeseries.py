@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from metrics.device import DeviceSample, ProbeInfo
+from metrics.device_types import DeviceSample, ProbeInfo
 from metrics.frames import timeseries_frame
 from metrics.timeseries import TimeseriesSampler, make_row
 

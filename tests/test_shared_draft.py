@@ -94,6 +94,15 @@ def test_a_different_verifier_is_refused(verifier, tmp_path):
         load_model_pair(draft_model=str(tmp_path / "draft"), verifier_model=str(tmp_path / "verifier"), device="cpu")
 
 
+def test_a_draft_that_reads_the_verifiers_hidden_states_is_refused_by_name(verifier, tmp_path):
+    save_shared_draft(draft_from_verifier(verifier, [0], SUBSET), verifier, tmp_path, {})
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["pdv_draft"]["reads"] = "verifier_hidden"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(SharedDraftError, match="reads 'verifier_hidden'; this version loads drafts that read tokens"):
+        load_shared_draft(tmp_path, verifier, torch.float32, torch.device("cpu"))
+
+
 def test_load_model_pair_takes_a_shared_draft_directory(verifier, tmp_path):
     verifier.save_pretrained(tmp_path / "verifier")
     tiny_tokenizer().save_pretrained(tmp_path / "verifier")

@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.sharegpt import (
-    DatasetError,
-    ShareGPTFilter,
-    TruncatedDatasetWarning,
-    iter_records,
-    load_sharegpt,
-    resolve_path,
-)
+from conversations.sharegpt_file import DatasetError, TruncatedDatasetWarning, iter_records, resolve_path
+from workloads.sharegpt import ShareGPTFilter, load_sharegpt
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_500 = REPO_ROOT.parent / "shared" / "data" / "sharegpt_v3_filtered_500.json"
@@ -283,7 +277,7 @@ def test_truncated_inside_multibyte_character(tmp_path):
 
 
 def test_records_larger_than_read_chunk(tmp_path, monkeypatch):
-    import workloads.sharegpt as mod
+    import conversations.sharegpt_file as mod
 
     monkeypatch.setattr(mod, "_CHUNK_CHARS", 64)
     rows = [record(f"r{i}", words(300, "long"), words(50)) for i in range(5)]

@@ -6,10 +6,10 @@ from itertools import islice
 
 import pytest
 
+from conversations.sharegpt_file import iter_exchanges
 from engine.models import gguf_cache, presets
 from engine.models.pair import load_model_pair
 from tests.conftest import greedy_run_matches_verifier
-from workloads.sharegpt import iter_exchanges
 
 
 @pytest.fixture(scope="module")

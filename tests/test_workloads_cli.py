@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from metrics.summary import RunSummary
-from workloads.__main__ import format_table, main
+from workloads.__main__ import main
+from workloads.report import format_table
 
 BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic"]
 
@@ -14,27 +15,27 @@ BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic
     ("args", "message"),
     [
         (["--engines", "ar,turbo"], "unknown engine 'turbo'"),
-        (["--concurrency", "0"], "--concurrency: '0' must be >= 1"),
+        (["--concurrency", "0"], "--concurrency: concurrency must be >= 1, got 0"),
         (["--concurrency", "2,x"], "'x' is not a whole number"),
-        (["--rates", "2,-1"], "'-1' must be > 0"),
+        (["--rates", "2,-1"], "--rates: request rate must be > 0, got -1.0"),
         (["--concurrency", "2", "--rates", "3"], "not both"),
         (["--max-concurrency", "4"], "caps open-loop runs"),
         (["--burstiness", "0.5"], "applies to open-loop runs"),
         (["--dataset", "/no/such/file.json"], "/no/such/file.json does not exist"),
         (["--num-requests", "0"], "--num-requests must be >= 1"),
         (["--draft-len", "99"], "draft length"),
-        (["--draft-confidence", "1.5"], "draft confidence must be in [0, 1)"),
-        (["--target-decode-p95-ms", "-1"], "controller targets must be >= 0"),
+        (["--draft-confidence", "1.5"], "draft confidence must be in (0, 1)"),
+        (["--target-decode-p95-ms", "-1"], "target decode p95 must be > 0 ms"),
         (["--top-k", "-2"], "top_k"),
         (["--temperature", "-1"], "temperature"),
         (["--ttft-slo-ms", "-5"], "TTFT SLO"),
         (["--sample-hz", "1"], "--sample-hz must be a finite number >= 2"),
         (["--sample-hz", "nan"], "--sample-hz must be a finite number >= 2"),
         (["--temperature", "nan"], "temperature must be a finite number >= 0"),
-        (["--preset", "nope"], "unknown preset 'nope'"),
+        (["--preset", "nope"], "invalid choice: 'nope'"),
         (["--max-new-tokens", "abc"], "invalid int value"),
         (["--dtype", "float33"], "invalid choice: 'float33'"),
-        (["--seed", "-1", "--rates", "2"], "--seed must be >= 0"),
+        (["--seed", "-1", "--rates", "2"], "seed must be >= 0"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_message(args, message, tmp_path, capsys):

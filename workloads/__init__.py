@@ -4,7 +4,9 @@
 * ``trace``     – the tokenised, capped request list every engine of a comparison replays.
 * ``arrivals``  – closed-loop concurrency and open-loop (bursty) Poisson arrivals.
 * ``replay``    – one engine on one trace under one arrival policy -> ``RunResult``.
-* ``sweep``     – every engine x load point, written to a run directory as each run ends.
+* ``run_result`` – ``RunResult``: a run's requests, metrics, summary and ``StopReason``.
+* ``live``      – ``LiveRun``: the run in progress (time series, finished requests, metrics) for other threads.
+* ``sweep``     – every engine x load point; ``RunWriter``, the one writer of run files.
 * ``job``       – a sweep in a background thread, for the dashboard.
 * ``__main__``  – ``python -m workloads replay``.
 """

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from workloads.sharegpt import BUNDLED, SampledRequest, Tokenizer, load_sharegpt
+from conversations.sharegpt_file import BUNDLED
+from workloads.sharegpt import SampledRequest, Tokenizer, load_sharegpt
 from workloads.synthetic import LengthSpec, synthetic_requests
 
 SYNTHETIC = "synthetic"

@@ -33,12 +33,8 @@ from torch import nn
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-from engine.feature_draft import FeatureDraft
-
 CONFIG_KEY = "pdv_draft"
-READS_KEY = "reads"  # in the pdv_draft entry: "verifier_hidden" for a FeatureDraft
-READS_HIDDEN = "verifier_hidden"
-OWN_PREFIXES = ("model.layers.", "model.norm.", "fc.")
+OWN_PREFIXES = ("model.layers.", "model.norm.")
 INDEX_KEY = "lm_head.vocab_index"
 WEIGHTS = "model.safetensors"
 
@@ -143,37 +139,6 @@ def _copied_layers(verifier: LlamaForCausalLM, layers: list[int]) -> dict[str, t
     return state
 
 
-def feature_draft_from_verifier(
-    verifier: LlamaForCausalLM, vocab_index: torch.Tensor, num_layers: int = 0, mlp_size: int = 2048
-) -> FeatureDraft:
-    """A new ``FeatureDraft`` for ``verifier``: its MLP starts as the identity on the hidden state it reads.
-
-    So before training its first proposal is the verifier's own previous
-    prediction. Decoder layers (if any) are randomly initialised with the
-    verifier's ``initializer_range`` (seed first for a reproducible draft); the
-    final norm is the verifier's.
-    """
-    config = _draft_config(verifier, num_layers)
-    config.feature_mlp_size = mlp_size
-    std = verifier.config.initializer_range
-    shapes = {k: v.shape for k, v in _empty(config, FeatureDraft).state_dict().items()}
-    state = {}
-    for name, shape in shapes.items():
-        if not name.startswith(OWN_PREFIXES):
-            continue
-        if name == "model.norm.weight":
-            state[name] = verifier.model.norm.weight.detach().float().clone()
-        elif name.endswith("norm.weight"):
-            state[name] = torch.ones(shape)
-        elif name.endswith(".bias") or name == "fc.down.weight":
-            state[name] = torch.zeros(shape)
-        else:
-            state[name] = torch.randn(shape) * std
-    draft = _empty(config, FeatureDraft)
-    _attach(draft, verifier, vocab_index, state)
-    return draft
-
-
 def save_shared_draft(draft: LlamaForCausalLM, verifier: LlamaForCausalLM, out: Path, extra: dict) -> None:
     """Write the draft's own weights (bfloat16) and a config naming the verifier embedding it needs."""
     out.mkdir(parents=True, exist_ok=True)
@@ -188,7 +153,6 @@ def save_shared_draft(draft: LlamaForCausalLM, verifier: LlamaForCausalLM, out: 
     config = draft.config.to_dict()
     config[CONFIG_KEY] = {
         **extra,
-        **({READS_KEY: READS_HIDDEN} if isinstance(draft, FeatureDraft) else {}),
         "embeddings": "verifier",
         "vocab_subset": int(head.vocab_index.numel()),
         "verifier_embedding_sha256": embedding_fingerprint(verifier.get_input_embeddings().weight),
@@ -215,21 +179,20 @@ def load_shared_draft(
             f"draft {path} was trained on a different verifier embedding (sha256 {str(want)[:12]}..., "
             f"this verifier has {have[:12]}...); pair it with the verifier it was distilled from"
         )
+    if "reads" in meta:  # a draft that also reads the verifier's hidden states needs inputs the engines do not pass
+        raise SharedDraftError(f"draft {path} reads {meta['reads']!r}; this version loads drafts that read tokens only")
     config = LlamaConfig(**raw)
     setattr(config, CONFIG_KEY, meta)
     state = load_file(str(path / WEIGHTS))
     index = state.pop(INDEX_KEY).long()
-    reads = meta.get(READS_KEY)
-    if reads not in (None, READS_HIDDEN):
-        raise SharedDraftError(f"draft {path} reads {reads!r}; this version knows only {READS_HIDDEN!r}")
-    draft = _empty(config, FeatureDraft if reads == READS_HIDDEN else LlamaForCausalLM)
+    draft = _empty(config)
     _attach(draft, verifier, index, {k: v.to(device, dtype) for k, v in state.items()})
     return draft.eval()
 
 
-def _empty(config: LlamaConfig, cls: type[LlamaForCausalLM] = LlamaForCausalLM) -> LlamaForCausalLM:
+def _empty(config: LlamaConfig) -> LlamaForCausalLM:
     with torch.device("meta"):
-        return cls(config)
+        return LlamaForCausalLM(config)
 
 
 def _attach(draft: LlamaForCausalLM, verifier, vocab_index: torch.Tensor, state: dict[str, torch.Tensor]) -> None:

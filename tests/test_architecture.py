@@ -1,0 +1,153 @@
+"""The layout keeps its promises: imports flow one way, no module imports itself back, pages are pages.
+
+Every ``import`` statement in the project's packages counts, including those
+inside functions: an import deferred into a function to dodge a cycle is
+still a cycle in the design.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("engine", "workloads", "metrics", "dashboard", "widgets", "pages", "conversations")
+
+# package -> project packages it must never import (the flow is workloads -> engine -> metrics -> pages)
+FORBIDDEN = {
+    "conversations": set(PACKAGES) - {"conversations"},
+    "engine": {"workloads", "metrics", "dashboard", "widgets", "pages"},
+    "metrics": {"workloads", "dashboard", "widgets", "pages"},
+    "workloads": {"dashboard", "widgets", "pages"},
+    "dashboard": {"widgets", "pages"},
+    "widgets": {"pages"},
+}
+# package -> third-party modules it must never import
+NO_THIRD_PARTY = {
+    "engine": {"streamlit", "plotly"},
+    "metrics": {"streamlit", "torch"},
+    "dashboard": {"streamlit"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "assets" not in path.parts:
+                found[module_name(path)] = path
+    return found
+
+
+def imported_names(path: Path, modules: dict[str, Path], this: str | None = None) -> set[str]:
+    """Every module ``path`` (the module ``this``) imports: project modules by full name, others by top name."""
+    this = this or module_name(path)
+    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:  # ``from engine import stages`` imports the module engine.stages
+                child = f"{base}.{alias.name}"
+                names.add(child if child in modules else base)
+    resolved = set()
+    for name in names:
+        while name and name not in modules and "." in name:
+            name = name.rpartition(".")[0]
+        if name:
+            resolved.add(name)
+    resolved.discard(this)
+    return resolved
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imported_names(path, modules) for name, path in modules.items()}
+
+
+def top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_imports_flow_one_way(graph):
+    against = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if top(target) in FORBIDDEN.get(top(module), set())
+    )
+    assert against == []
+
+
+def test_light_packages_stay_light(graph):
+    heavy = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if top(target) in NO_THIRD_PARTY.get(top(module), set())
+    )
+    assert heavy == []
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[str]:
+    project = {name: {t for t in targets if t in graph} for name, targets in graph.items()}
+    state: dict[str, int] = defaultdict(int)  # 0 new, 1 on the current path, 2 done
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(project[node]):
+            if state[nxt] == 1:
+                cycles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif state[nxt] == 0:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(project):
+        if state[node] == 0:
+            visit(node, [node])
+    return cycles
+
+
+def test_there_are_no_import_cycles(graph):
+    assert find_cycles(graph) == []
+
+
+def test_the_checker_sees_deferred_imports_relative_imports_and_cycles(tmp_path):
+    (tmp_path / "a.py").write_text("def f():\n    from engine import stages\n")
+    (tmp_path / "b.py").write_text("from . import summary\nimport torch.nn\n")
+    modules = {"engine.stages": tmp_path / "a.py", "metrics.export": tmp_path / "b.py", "metrics.summary": tmp_path}
+    assert imported_names(tmp_path / "a.py", modules, "engine.pd") == {"engine.stages"}
+    assert imported_names(tmp_path / "b.py", modules, "metrics.export") == {"metrics.summary", "torch"}
+    assert find_cycles({"x": {"y"}, "y": {"z"}, "z": {"x"}, "w": {"x"}}) == ["x -> y -> z -> x"]
+    assert find_cycles({"x": {"y"}, "y": set()}) == []
+
+
+def test_pages_holds_only_the_pages_the_app_navigates_to():
+    declared = set(re.findall(r'st\.Page\("pages/(\w+)\.py"', (ROOT / "app.py").read_text()))
+    files = {p.stem for p in (ROOT / "pages").glob("*.py")} - {"__init__"}
+    assert declared and files == declared
+
+
+def test_no_module_is_much_longer_than_three_hundred_lines():
+    long = sorted(
+        f"{path.relative_to(ROOT)}: {n}"
+        for path in project_modules().values()
+        if (n := len(path.read_text().splitlines())) > 330
+    )
+    assert long == []

@@ -1,0 +1,165 @@
+"""The ``replay`` command line: its options and the sweep plan they describe.
+
+Engine, draft-length, sampling and model options come from ``engine.flags``
+(shared with ``python -m engine generate``); this module adds the load, trace
+and measurement options and turns them into a ``SweepPlan``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import NoReturn, TypeVar
+
+from conversations.sharegpt_file import BUNDLED
+from engine.config import ENGINES
+from engine.flags import (
+    add_engine_args,
+    add_model_args,
+    add_sampling_args,
+    engine_config_from_args,
+    sampling_from_args,
+)
+from metrics.export import check_appendable
+from metrics.summary import SLO
+from metrics.timeseries import DEFAULT_HZ
+from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
+from workloads.synthetic import LengthSpec
+from workloads.trace import SYNTHETIC, DatasetSpec
+
+T = TypeVar("T")
+EXIT_INCOMPLETE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported in one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _list(text: str, convert: Callable[[str], T], flag: str) -> tuple[T, ...]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise UsageError(f"{flag} needs at least one value")
+    try:
+        return tuple(convert(p) for p in parts)
+    except ValueError as exc:
+        raise UsageError(f"{flag}: {exc}") from exc
+
+
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number (use inf for all at once)") from None
+
+
+def _engine(text: str) -> str:
+    if text not in ENGINES:
+        raise ValueError(f"unknown engine {text!r}; choose from {', '.join(ENGINES)}")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m workloads", description="Benchmark workloads for PD-Verify engines.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("replay", help="replay one trace on every engine and load point")
+    p.prog = "python -m workloads replay"
+    add = p.add_argument
+    add("--engines", default=",".join(ENGINES), help=f"comma list of {','.join(ENGINES)} (default: all)")
+    load = p.add_argument_group("load (closed loop by default)")
+    load.add_argument("--concurrency", help="comma list of closed-loop concurrencies (default 1,4,16)")
+    load.add_argument("--rates", help="comma list of open-loop request rates per second (inf = all at once)")
+    load.add_argument("--request-rate", help="one open-loop request rate (same as --rates R)")
+    load.add_argument("--burstiness", type=float, default=1.0, help="Gamma shape of arrivals; 1 = Poisson")
+    load.add_argument("--max-concurrency", type=int, help="open loop: at most this many requests in flight")
+    data = p.add_argument_group("trace")
+    data.add_argument("--num-requests", type=int, default=50)
+    data.add_argument("--dataset", default=BUNDLED, help=f"PATH to a ShareGPT JSON, {BUNDLED}, or {SYNTHETIC}")
+    data.add_argument("--input-len", type=int, default=256, help="synthetic prompt tokens")
+    data.add_argument("--output-len", type=int, default=128, help="synthetic output tokens")
+    data.add_argument("--range-ratio", type=float, default=0.0, help="synthetic lengths vary by +- this share")
+    data.add_argument("--seed", type=int, default=0, help="sampling of the trace, arrivals and generation")
+    add_model_args(p)
+    add_sampling_args(p)
+    add_engine_args(p)
+    run = p.add_argument_group("measurement and output")
+    run.add_argument("--ttft-slo-ms", type=float, help="goodput: TTFT objective")
+    run.add_argument("--tpot-slo-ms", type=float, help="goodput: TPOT objective")
+    run.add_argument("--sample-hz", type=float, default=DEFAULT_HZ, help="time series sampling rate (>= 2)")
+    run.add_argument("--warmup", type=int, default=1, help="unmeasured warm-up requests per run")
+    run.add_argument("--timeout-s", type=float, help="cancel a run still going after this many seconds")
+    run.add_argument("--out", help="run directory (default runs/<date-time>); new runs are appended")
+    return parser
+
+
+def _policies(args: argparse.Namespace) -> tuple[ArrivalPolicy, ...]:
+    rates_text = args.rates if args.rates is not None else args.request_rate
+    if args.rates is not None and args.request_rate is not None:
+        raise UsageError("give --rates or --request-rate, not both")
+    if rates_text is not None:
+        if args.concurrency is not None:
+            raise UsageError("give --concurrency (closed loop) or --rates (open loop), not both")
+        return _list(
+            rates_text, lambda r: OpenLoop(_number(r), args.burstiness, args.max_concurrency, args.seed), "--rates"
+        )
+    if args.max_concurrency is not None:
+        raise UsageError("--max-concurrency caps open-loop runs; with a closed loop use --concurrency")
+    if args.burstiness != 1.0:
+        raise UsageError("--burstiness applies to open-loop runs (--rates)")
+    return _list(args.concurrency or "1,4,16", lambda c: ClosedLoop(_whole(c)), "--concurrency")
+
+
+def plan_from_args(args: argparse.Namespace):
+    """The sweep plan, dataset and output directory; ``UsageError`` for anything invalid."""
+    from workloads.sweep import SweepPlan
+
+    try:
+        engines = tuple(dict.fromkeys(_list(args.engines, _engine, "--engines")))
+        policies = _policies(args)
+        config = engine_config_from_args(args, engines[0])
+        params = sampling_from_args(args, seed=args.seed)
+        slo = SLO(args.ttft_slo_ms, args.tpot_slo_ms)
+        if args.num_requests < 1:
+            raise ValueError(f"--num-requests must be >= 1, got {args.num_requests}")
+        if args.warmup < 0:
+            raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+        dataset = DatasetSpec(
+            args.dataset,
+            LengthSpec(args.input_len, args.range_ratio),
+            LengthSpec(args.output_len, args.range_ratio),
+        )
+        dataset.check()
+        plan = SweepPlan(
+            engines,
+            policies,
+            config,
+            params,
+            slo if slo.any else None,
+            args.sample_hz,
+            args.warmup,
+            args.timeout_s,
+        )
+        if plan.timeout_s is not None and not plan.timeout_s > 0:
+            raise ValueError(f"--timeout-s must be > 0, got {plan.timeout_s}")
+        if not (2 <= plan.sample_hz < float("inf")):  # also refuses nan
+            raise ValueError(f"--sample-hz must be a finite number >= 2, got {plan.sample_hz:g}")
+        out = Path(args.out) if args.out else Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+        check_appendable(out)
+    except (ValueError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from exc
+    return plan, dataset, out
