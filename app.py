@@ -1,12 +1,13 @@
 """PD-Verify dashboard – the frame only: page config, session defaults, navigation.
 
-Run with ``streamlit run app.py``. The pages live in ``pages/``; everything
-that runs in the background belongs to ``pages.run_manager``.
+Run with ``streamlit run app.py``. The pages live in ``pages/`` (UI only), the
+Streamlit pieces they share in ``widgets/``, and everything they run and draw
+from – launches, views, tables, figures – in ``dashboard/``, without Streamlit.
 """
 
 import streamlit as st
 
-from pages.settings import session_defaults
+from dashboard.settings import session_defaults
 
 st.set_page_config(page_title="PD-Verify", page_icon=":material/bolt:", layout="wide")
 

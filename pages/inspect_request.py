@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashboard import figures, tables
+from dashboard.inspect_launch import InspectLaunch, InspectSpec, InspectView
+from dashboard.palette import engine_label
+from dashboard.settings import ENGINE_ORDER, preset_options
+from dashboard.token_view import legend_html, pieces_html
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from metrics.request_metrics import request_metrics
-from pages import controls, figures, tables
-from pages.forms import confidence_gate
-from pages.inspect_launch import InspectLaunch, InspectSpec, InspectView
-from pages.run_manager import run_manager
-from pages.settings import ENGINE_ORDER, preset_options
-from pages.token_view import legend_html, pieces_html
+from widgets import controls
+from widgets.forms import confidence_gate
+from widgets.manager import run_manager
 
 KEEP = "session"
 manager = run_manager()
@@ -29,17 +31,13 @@ def current_view() -> InspectView | None:
 
 def describe_end(view: InspectView) -> str:
     request = view.request
-    return (
-        "" if request is None else f"{request.num_output_tokens} tokens from {figures.engine_label(view.spec.engine)}."
-    )
+    return "" if request is None else f"{request.num_output_tokens} tokens from {engine_label(view.spec.engine)}."
 
 
 st.header("Inspect one request", divider="gray")
 prompt = st.text_area("Prompt", key="inspect.prompt", persist_state=KEEP, height=100)
 cols = st.columns(6)
-engine = cols[0].selectbox(
-    "Engine", ENGINE_ORDER, format_func=figures.engine_label, key="inspect.engine", persist_state=KEEP
-)
+engine = cols[0].selectbox("Engine", ENGINE_ORDER, format_func=engine_label, key="inspect.engine", persist_state=KEEP)
 preset = cols[1].selectbox("Model preset", preset_options(), key="inspect.preset", persist_state=KEEP)
 max_new = cols[2].number_input("Max new tokens", 1, 1024, key="inspect.max_new_tokens", persist_state=KEEP)
 temperature = cols[3].slider("Temperature", 0.0, 2.0, step=0.05, key="inspect.temperature", persist_state=KEEP)

@@ -1,6 +1,6 @@
 """Live run: the chosen engines replay one trace; every chart fills while they run.
 
-Settings are in the sidebar (``pages.forms``). Start hands a ``ReplaySpec`` to
+Settings are in the sidebar (``widgets.forms``). Start hands a ``ReplaySpec`` to
 the run manager; each card below is a fragment that redraws from the manager's
 view every second while the launch is active. Engines sit side by side in
 columns, in the same colour on every chart.
@@ -11,10 +11,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages import controls, figures, tables
-from pages.forms import replay_form
-from pages.replay_launch import ReplayLaunch, ReplayView, RunView
-from pages.run_manager import run_manager
+from dashboard import figures, tables
+from dashboard.palette import engine_color, engine_label
+from dashboard.replay_launch import ReplayLaunch
+from dashboard.replay_view import ReplayView, RunView
+from widgets import controls
+from widgets.forms import replay_form
+from widgets.manager import run_manager
 
 manager = run_manager()
 spec, problem = replay_form("live")
@@ -26,7 +29,7 @@ def current_view() -> ReplayView | None:
 
 
 def describe_running(view: ReplayView) -> str:
-    now = [figures.engine_label(r.engine) for r in view.runs if r.state in ("warmup", "running")]
+    now = [engine_label(r.engine) for r in view.runs if r.state.underway]
     doing = f"Running {', '.join(now)}" if now else "Running"
     return f"{doing} – each engine's run is saved to `{view.out_dir.name}` in the runs directory when it ends."
 
@@ -53,8 +56,8 @@ every = controls.remember_rendered("live", shown)
 
 
 def engine_panel(run: RunView, ts: pd.DataFrame) -> None:
-    color = figures.engine_color(run.engine)
-    label = figures.engine_label(run.engine)
+    color = engine_color(run.engine)
+    label = engine_label(run.engine)
     st.markdown(f"<h4 style='margin:0;color:{color}'>● {label}</h4>", unsafe_allow_html=True)
     done = run.finished / run.total if run.total else 0.0
     st.progress(done, text=f"{run.finished}/{run.total} requests · {run.state}")
@@ -68,8 +71,9 @@ def engine_panel(run: RunView, ts: pd.DataFrame) -> None:
     a.metric(
         "tok/s",
         tables.fmt(s.output_tok_s if s else None, digits=1),
-        help="Output tokens of finished requests / time since the run started. Tokens of requests still "
-        "running are not counted yet, so during a run this trails the throughput chart.",
+        help="Output tokens of finished requests / time from the run's start to the latest finish, as in the "
+        "run's summary. Tokens of requests still running are not counted yet, so during a run this trails "
+        "the throughput chart.",
     )
     b.metric("acceptance", tables.fmt(s.acceptance_rate if s else None, digits=2), help=finished_only)
     c.metric("acc. length", tables.fmt(s.mean_acceptance_length if s else None, digits=2), help=finished_only)

@@ -14,12 +14,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from dashboard import figures
+from dashboard.palette import engine_label
 from metrics.export import RunFilesError
 from metrics.frames import cdf, with_labels
 from metrics.runs import RunDirectory, list_run_dirs, load_run_dir
 from metrics.schema import RUN_FILES
-from pages import figures
-from pages.run_manager import run_manager
+from widgets.manager import run_manager
 
 MIME = {".csv": "text/csv", ".jsonl": "application/x-ndjson", ".json": "application/json"}
 
@@ -55,7 +56,7 @@ st.dataframe(
                 "directory": name,
                 "modified": datetime.fromtimestamp(info.modified),
                 "runs": len(info.run_ids),
-                "engines": ", ".join(figures.engine_label(e) for e in info.engines),
+                "engines": ", ".join(engine_label(e) for e in info.engines),
             }
             for name, info in by_name.items()
         ]

@@ -10,10 +10,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from pages import controls, figures, tables
-from pages.forms import replay_form
-from pages.replay_launch import ReplayLaunch, ReplayView
-from pages.run_manager import run_manager
+from dashboard import figures, tables
+from dashboard.palette import engine_label
+from dashboard.replay_launch import ReplayLaunch
+from dashboard.replay_view import ReplayView
+from widgets import controls
+from widgets.forms import replay_form
+from widgets.manager import run_manager
 
 manager = run_manager()
 spec, problem = replay_form("sweep", sweep=True)
@@ -48,14 +51,14 @@ def progress_card() -> None:
         return
     total = sum(r.total for r in view.runs)
     finished = sum(r.finished for r in view.runs)
-    current = next((r for r in view.runs if r.state in ("warmup", "running")), None)
+    current = next((r for r in view.runs if r.state.underway), None)
     text = f"{finished}/{total} requests over {len(view.runs)} runs"
     if current is not None:
-        text += f" · now {figures.engine_label(current.engine)} at {current.load}"
+        text += f" · now {engine_label(current.engine)} at {current.load}"
     st.progress(finished / total if total else 0.0, text=text)
     rows = [
         {
-            "engine": figures.engine_label(r.engine),
+            "engine": engine_label(r.engine),
             "load": r.load,
             "state": r.state,
             "requests": f"{r.finished}/{r.total}",
@@ -69,7 +72,7 @@ def progress_card() -> None:
         st.dataframe(pd.DataFrame(rows).round(1), hide_index=True)
     for r in view.runs:
         if r.result is not None and r.result.engine_error:
-            st.error(f"{figures.engine_label(r.engine)} at {r.load} crashed: {r.result.engine_error}")
+            st.error(f"{engine_label(r.engine)} at {r.load} crashed: {r.result.engine_error}")
 
 
 @st.fragment(run_every=every)

@@ -260,7 +260,7 @@ def test_a_failing_run_shows_its_error_on_the_page(runs_dir):
 def test_a_sweep_on_tiny_charts_every_engine_at_every_load(runs_dir):
     at = open_app()
     at.switch_page("pages/sweep_run.py").run()
-    at.toggle(key="sweep.engine.schedulers.pd").set_value(False)
+    at.toggle(key="sweep.engine.pd").set_value(False)
     at.text_input(key="sweep.concurrencies").set_value("1, 2")
     at.number_input(key="sweep.num_requests").set_value(3)
     at.number_input(key="sweep.max_new_tokens").set_value(6)
@@ -339,9 +339,9 @@ def test_simultaneous_runs_say_they_share_the_device_and_are_all_written(runs_di
 def test_a_run_file_that_cannot_be_written_ends_the_launch_and_every_engine(runs_dir, monkeypatch):
     from engine.schedulers.pd import PDEngine
     from engine.schedulers.pdv import PDVEngine
-    from pages import replay_launch
+    from workloads import sweep
 
-    def full_disk(out_dir, record):
+    def full_disk(out_dir, record):  # the one writer of run files, shared with the CLI
         raise OSError("No space left on device")
 
     def slowed(loop):
@@ -351,7 +351,7 @@ def test_a_run_file_that_cannot_be_written_ends_the_launch_and_every_engine(runs
 
         return run
 
-    monkeypatch.setattr(replay_launch, "write_run", full_disk)
+    monkeypatch.setattr(sweep, "write_run", full_disk)
     for cls in (PDEngine, PDVEngine):  # so that PD and PDV are still going when AR's run fails to be written
         monkeypatch.setattr(cls, "_decode_loop", slowed(cls._decode_loop))
     at = open_app()
@@ -365,8 +365,8 @@ def test_a_run_file_that_cannot_be_written_ends_the_launch_and_every_engine(runs
 
 
 def test_model_loading_progress_is_shown_while_the_pair_loads(runs_dir, monkeypatch):
+    from dashboard import run_manager
     from engine.models.pair import load_model_pair
-    from pages import run_manager
 
     release = threading.Event()
 
@@ -487,7 +487,7 @@ def test_open_loop_and_an_adaptive_controller_reach_the_engine_as_chosen(runs_di
     at.number_input(key="live.burstiness").set_value(0.5)
     at.number_input(key="live.num_requests").set_value(3)
     at.number_input(key="live.max_new_tokens").set_value(4)
-    at.toggle(key="live.engine.schedulers.pd").set_value(False)
+    at.toggle(key="live.engine.pd").set_value(False)
     at.toggle(key="live.engine.baseline").set_value(False)
     at.button(key="live.start").click().run()
     rerun_until(at, ended("live"))
@@ -514,11 +514,12 @@ def test_an_unreadable_run_directory_shows_one_error_and_breaks_nothing(runs_dir
 
 
 def test_an_engine_that_crashes_shows_its_error_in_its_panel_and_the_others_still_run(runs_dir, monkeypatch):
-    from pages import recording
-    from workloads.replay import default_engine_factory
+    from engine.schedulers import registry
+
+    make_engine = registry.make_engine
 
     def crashing_pd(name, pair, config):
-        engine = default_engine_factory(name, pair, config)
+        engine = make_engine(name, pair, config)
         if name == "pd":
 
             def boom() -> None:
@@ -527,9 +528,9 @@ def test_an_engine_that_crashes_shows_its_error_in_its_panel_and_the_others_stil
             engine._lane_loops = lambda: {"loop": boom}  # the lane crashes on its first turn
         return engine
 
-    monkeypatch.setattr(recording, "default_engine_factory", crashing_pd)
+    monkeypatch.setattr(registry, "make_engine", crashing_pd)
     at = open_app()
-    at.toggle(key="live.engine.schedulers.pdv").set_value(False)
+    at.toggle(key="live.engine.pdv").set_value(False)
     at.number_input(key="live.num_requests").set_value(3)
     at.number_input(key="live.max_new_tokens").set_value(4)
     at.button(key="live.start").click().run()

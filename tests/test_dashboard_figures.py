@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
+from dashboard import figures, palette, tables
+from dashboard.token_view import legend_html, pieces_html, token_pieces
 from engine.request import Request, StepRecord
-from pages import figures, tables
-from pages.token_view import legend_html, pieces_html, token_pieces
 
 ENGINES = ("baseline", "pd", "pdv")
 
@@ -91,7 +91,7 @@ def test_time_series_draw_one_trace_per_engine_in_the_engine_colour():
         figures.device_utilisation(ts),
     ):
         colors = trace_colors(fig)
-        assert colors == {figures.engine_label(e): figures.ENGINE_COLORS[e] for e in ENGINES}, fig.layout.title.text
+        assert colors == {palette.engine_label(e): palette.ENGINE_COLORS[e] for e in ENGINES}, fig.layout.title.text
     raw = figures.throughput_over_time(ts, smooth_s=0)
     assert [list(t.y) for t in raw.data] == [[100.25, 100.5], [200.25, 200.5], [300.25, 300.5]]
 
@@ -113,19 +113,19 @@ def test_grouping_by_run_label_keeps_the_engine_colour():
     ts = series()
     fig = figures.throughput_over_time(ts, group="label")
     assert [t.name for t in fig.data] == [f"{e} · C=4" for e in ENGINES]
-    assert [t.line.color for t in fig.data] == [figures.ENGINE_COLORS[e] for e in ENGINES]
+    assert [t.line.color for t in fig.data] == [palette.ENGINE_COLORS[e] for e in ENGINES]
 
 
 def test_engine_colours_are_distinct_and_unknown_engines_still_get_one():
-    assert len(set(figures.ENGINE_COLORS.values())) == len(figures.ENGINE_COLORS) == 4
-    assert figures.engine_color("someday") == figures.OTHER_COLOR
+    assert len(set(palette.ENGINE_COLORS.values())) == len(palette.ENGINE_COLORS) == 4
+    assert palette.engine_color("someday") == palette.OTHER_COLOR
 
 
 def test_latency_histogram_counts_completed_requests_only():
     fig = figures.latency_histogram(requests(), "ttft_ms", "TTFT")
     xs = {t.name: sorted(t.x) for t in fig.data}
     assert xs == {"Baseline": [10.0], "PD": [12.0], "PDV": [9.0]}  # cancelled and NaN rows left out
-    assert [t.marker.color for t in fig.data] == [figures.ENGINE_COLORS[e] for e in ENGINES]
+    assert [t.marker.color for t in fig.data] == [palette.ENGINE_COLORS[e] for e in ENGINES]
 
 
 def test_latency_histograms_of_every_engine_share_one_set_of_bins():
@@ -146,7 +146,7 @@ def test_queue_depths_draw_only_the_lanes_an_engine_has():
         "pd": ["admission", "prefill", "decode"],
         "pdv": ["admission", "prefill", "decode", "verify"],
     }
-    assert {t.line.color for t in figures.queue_depths(ts, "pd").data} == {figures.ENGINE_COLORS["pd"]}
+    assert {t.line.color for t in figures.queue_depths(ts, "pd").data} == {palette.ENGINE_COLORS["pd"]}
 
 
 def test_device_chart_says_cpu_without_gpu_counters_and_gpu_with_them():
@@ -168,7 +168,7 @@ def test_metric_vs_load_sorts_by_load_and_dashes_the_second_metric():
     assert {t.line.dash for t in fig.data} == {"solid", "dash"}
     for trace in fig.data:
         engine = trace.legendgroup
-        assert trace.line.color == figures.ENGINE_COLORS[{v: k for k, v in figures.ENGINE_LABELS.items()}[engine]]
+        assert trace.line.color == palette.ENGINE_COLORS[{v: k for k, v in palette.ENGINE_LABELS.items()}[engine]]
 
 
 def test_an_all_at_once_rate_keeps_its_point_on_the_rate_axis():
@@ -185,7 +185,7 @@ def test_summary_bars_colour_each_run_by_its_engine():
     s = summary()
     fig = figures.summary_bars(s, {"output_tok_s": "tok/s"}, "Throughput", "tok/s")
     assert list(fig.data[0].x) == list(s["label"])
-    assert list(fig.data[0].marker.color) == [figures.ENGINE_COLORS[e] for e in s["engine"]]
+    assert list(fig.data[0].marker.color) == [palette.ENGINE_COLORS[e] for e in s["engine"]]
 
 
 def test_cdf_lines_one_per_label():
@@ -194,7 +194,7 @@ def test_cdf_lines_one_per_label():
     )
     fig = figures.cdf_lines(cdf, "TTFT", "ms")
     assert [t.name for t in fig.data] == ["a", "b"]
-    assert [t.line.color for t in fig.data] == [figures.ENGINE_COLORS["pd"], figures.ENGINE_COLORS["pdv"]]
+    assert [t.line.color for t in fig.data] == [palette.ENGINE_COLORS["pd"], palette.ENGINE_COLORS["pdv"]]
 
 
 def test_empty_frames_give_an_empty_chart_that_says_so():
@@ -243,7 +243,7 @@ def test_token_pieces_join_to_the_full_text_and_hold_back_split_characters():
     assert emoji.tokens == 4 and emoji.kind == kinds[data.index("😀".encode()) + 3]
     html = pieces_html(pieces)
     assert "&lt;" in html and "&gt;" in html and "<b>" not in html
-    assert all(label in legend_html() for label in figures.KIND_LABELS.values())
+    assert all(label in legend_html() for label in palette.KIND_LABELS.values())
 
 
 def test_token_pieces_refuse_mismatched_kinds():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from pages.uploads import save_and_check
+from dashboard.uploads import save_and_check
 
 GOOD = json.dumps([{"id": "a", "conversations": [{"from": "human", "value": "hello there"}]}]).encode()
 

@@ -18,12 +18,15 @@ import pytest
 from engine.config import EngineConfig, SamplingParams
 from engine.models.tiny import tiny_tokenizer
 from engine.request import Request, RequestStatus, StepRecord, TokenKind
-from metrics.device import DeviceSample, ProbeInfo
+from metrics.device_types import DeviceSample, ProbeInfo
 from metrics.runs import load_run_dir
 from metrics.schema import REQUEST_COLUMNS, RUN_FILES, SUMMARY_COLUMNS
+from metrics.summary import SLO
 from workloads.arrivals import ClosedLoop, OpenLoop
 from workloads.job import ReplayJob
-from workloads.replay import LiveRun, replay
+from workloads.live import LiveRun, RunPhase
+from workloads.replay import replay
+from workloads.run_result import StopReason
 from workloads.sweep import SweepPlan, run_sweep
 from workloads.trace import Trace, TraceItem
 
@@ -198,7 +201,37 @@ def test_time_series_is_sampled_while_the_run_goes_and_lanes_it_lacks_are_empty(
     assert all(r.queue_verify is None and r.queue_decode is not None for r in rows)
     assert sum(r.tokens_per_s * r.window_s for r in rows) == pytest.approx(12 * 6, abs=2)
     snap = live.snapshot()
-    assert snap.phase == "done" and snap.timeseries == rows and snap.finished == 12
+    assert snap.phase == RunPhase.DONE and snap.timeseries == rows and snap.finished == 12
+    assert snap.requests == result.requests and snap.metrics == result.metrics and snap.summary == result.summary
+
+
+def test_the_live_snapshot_carries_the_finished_requests_with_the_runs_own_metrics():
+    live = LiveRun()
+    seen, points = [], (3, 7)
+
+    def progress(done: int, total: int) -> None:  # on the replay's thread, while the run goes on
+        if len(seen) < len(points) and done >= points[len(seen)]:
+            seen.append(live.snapshot())
+
+    t = trace(10, {4: "reject"})
+    slo = SLO(ttft_ms=60_000.0)
+    result = replay(FakePair(), "pdv", EngineConfig(), t, ClosedLoop(2), SamplingParams(max_new_tokens=6), slo=slo,
+                    live=live, progress=progress, probe=QuietProbe(), engine_factory=factory(step_s=0.005),
+                    warmup=1)  # fmt: skip
+    final = {m.request_id: m for m in result.metrics}
+    for snap in seen:
+        assert snap.phase == RunPhase.RUNNING and snap.total == 10
+        assert snap.finished == len(snap.requests) == len(snap.metrics) < 10
+        assert all(r.done.is_set() for r in snap.requests)  # warm-up requests are not part of the run
+        assert [m.request_id for m in snap.metrics] == [r.request_id for r in snap.requests]
+        # the same time origin as the run's result: a request's figures do not change when the run ends
+        assert all(m == final[m.request_id] for m in snap.metrics)
+        s = snap.summary
+        assert (s.run_id, s.num_requests, s.completed + s.failed) == (result.run_id, snap.finished, snap.finished)
+        assert s.duration_s == max(m.finish_s for m in snap.metrics)
+        assert s.goodput_req_s is not None  # with the run's SLO
+    assert [s.finished >= p for s, p in zip(seen, points, strict=True)] == [True, True]
+    assert seen[0].metrics == seen[1].metrics[: seen[0].finished]  # finished requests keep their place
 
 
 def test_cancel_stops_sending_and_cancels_what_is_in_flight():
@@ -212,7 +245,7 @@ def test_cancel_stops_sending_and_cancels_what_is_in_flight():
                     SamplingParams(), cancel=cancel, progress=progress, probe=QuietProbe(),
                     engine_factory=factory(step_s=0.005))  # fmt: skip
     counts = result.counts()
-    assert result.stop_reason == "cancelled"
+    assert result.stop_reason == StopReason.CANCELLED
     assert len(result.requests) < 40 and result.planned == 40
     assert counts.total == len(result.requests)
     assert counts.cancelled >= 1 and counts.ok >= 3
@@ -223,7 +256,7 @@ def test_timeout_ends_a_run_that_takes_too_long():
     result = replay(FakePair(), "pd", EngineConfig(), trace(10, max_new_tokens=400), OpenLoop(float("inf")),
                     SamplingParams(), timeout_s=0.3, probe=QuietProbe(), engine_factory=factory(step_s=0.01),
                     warmup=0)  # fmt: skip
-    assert result.stop_reason == "timeout"
+    assert result.stop_reason == StopReason.TIMEOUT
     assert result.counts().cancelled == 10 and result.summary.failed == 10
     assert result.duration_s < 5
 
@@ -307,6 +340,6 @@ def test_a_sweep_stops_after_an_engine_whose_lanes_did_not_stop(tmp_path):
     plan = SweepPlan(("ar", "pd"), (ClosedLoop(1),), params=SamplingParams(max_new_tokens=4), warmup=0)
     results = run_sweep(FakePair(), trace(3), plan, tmp_path, engine_factory=stuck)
     assert [r.engine for r in results] == ["ar"]  # pd would have shared the device with ar's leftover lanes
-    assert results[0].stop_reason == "engine did not stop"
+    assert results[0].stop_reason == StopReason.ENGINE_DID_NOT_STOP
     assert "did not stop" in results[0].engine_error
     assert load_run_dir(tmp_path).runs[0]["stop_reason"] == "engine did not stop"

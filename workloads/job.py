@@ -1,14 +1,16 @@
 """A sweep running in a background thread, for callers that must not block (the dashboard).
 
 ``ReplayJob.start`` returns at once; ``snapshot()`` is cheap and thread-safe
-and tells the caller what to draw: the sweep's progress, the live time series
-of the run in progress, and the results finished so far. ``cancel()`` stops
+and tells the caller what to draw: the sweep's progress, the run in progress
+(``workloads.live.LiveSnapshot``: its time series, finished requests, metrics
+and summary so far), and the results finished so far. ``cancel()`` stops
 the run in progress (its unfinished requests end cancelled, and it is still
 recorded) and skips the rest.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import traceback
@@ -16,16 +18,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workloads.replay import EngineFactory, LiveRun, LiveSnapshot, PairLike, RunResult, default_engine_factory
-from workloads.sweep import SweepPlan, SweepProgress, run_sweep
+from workloads.live import LiveRun, LiveSnapshot
+from workloads.replay import EngineFactory, PairLike, default_engine_factory
+from workloads.run_result import RunResult
+from workloads.sweep import RunWriter, SweepPlan, SweepProgress, run_sweep
 from workloads.trace import Trace
 
 log = logging.getLogger(__name__)
 
 
+class JobState(enum.StrEnum):
+    RUNNING = "running"
+    DONE = "done"  # every run of the plan ended
+    CANCELLED = "cancelled"  # ``cancel()`` ended it: the run in progress is recorded, the rest skipped
+    FAILED = "failed"  # an exception ended it (``JobSnapshot.error``)
+
+
 @dataclass(frozen=True)
 class JobSnapshot:
-    state: str  # "running" | "done" | "cancelled" | "failed"
+    state: JobState
     progress: SweepProgress | None  # None before the first request finished
     live: LiveSnapshot  # the run in progress (or the last one)
     results: tuple[RunResult, ...]  # finished runs, in order
@@ -38,18 +49,19 @@ class ReplayJob:
         pair: PairLike,
         trace: Trace,
         plan: SweepPlan,
-        out_dir: str | Path | None = None,
+        out: RunWriter | str | Path | None = None,
         meta: dict[str, Any] | None = None,
         engine_factory: EngineFactory = default_engine_factory,
     ) -> None:
-        self._args = (pair, trace, plan, out_dir, meta)
+        """``out`` writes each run as it ends (see ``run_sweep``); ``None`` writes nothing."""
+        self._args = (pair, trace, plan, out, meta)
         self._engine_factory = engine_factory
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._live = LiveRun()
         self._progress: SweepProgress | None = None
         self._results: list[RunResult] = []
-        self._state = "running"
+        self._state = JobState.RUNNING
         self._error: str | None = None
         self._thread = threading.Thread(target=self._run, name="replay-job", daemon=True)
 
@@ -69,13 +81,13 @@ class ReplayJob:
             self._results.append(result)
 
     def _run(self) -> None:
-        pair, trace, plan, out_dir, meta = self._args
+        pair, trace, plan, out, meta = self._args
         try:
             run_sweep(
                 pair,
                 trace,
                 plan,
-                out_dir,
+                out,
                 meta=meta,
                 cancel=self._cancel,
                 progress=self._set_progress,
@@ -83,10 +95,10 @@ class ReplayJob:
                 live=self._live,
                 engine_factory=self._engine_factory,
             )
-            state, error = ("cancelled" if self._cancel.is_set() else "done"), None
+            state, error = (JobState.CANCELLED if self._cancel.is_set() else JobState.DONE), None
         except Exception as exc:  # shown to the user by whoever polls the job
             log.exception("replay job failed")
-            state, error = "failed", "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            state, error = JobState.FAILED, "".join(traceback.format_exception_only(type(exc), exc)).strip()
         with self._lock:
             self._state, self._error = state, error
 

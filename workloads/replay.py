@@ -2,8 +2,9 @@
 
 ``replay`` starts an engine, sends it the trace under an arrival policy,
 samples its time series in a background thread, waits for every request, and
-returns a ``RunResult`` with the finished ``Request`` records and everything
-derived from them. The run:
+returns a ``RunResult`` (``workloads.run_result``) with the finished ``Request``
+records and everything derived from them. A ``LiveRun`` (``workloads.live``)
+shows the run to other threads while it goes on. The run:
 
 1. builds the engine (``engine.schedulers.base.make_engine``) and starts it;
 2. sends ``warmup`` short requests and waits for them – the first forward
@@ -26,24 +27,26 @@ samples with seed + i, so the same request draws the same numbers everywhere.
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from engine.config import EngineConfig, SamplingParams
 from engine.devices import pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
-from metrics.device import DeviceProbe, ProbeInfo, open_probe
-from metrics.export import RequestOutput, RunRecord
-from metrics.request_metrics import RequestMetrics, request_metrics
+from metrics.device import open_probe
+from metrics.device_types import DeviceProbe
+from metrics.export import RequestOutput
+from metrics.request_metrics import request_metrics
 from metrics.run_key import RunKey
-from metrics.summary import SLO, PositionAcceptance, RunSummary, position_acceptance, summarize
-from metrics.timeseries import DEFAULT_HZ, EngineStatsLike, TimeseriesRow, TimeseriesSampler
-from workloads.arrivals import ArrivalPolicy, ClosedLoop, RealClock, dispatch
+from metrics.summary import SLO, position_acceptance, summarize
+from metrics.timeseries import DEFAULT_HZ, EngineStatsLike, TimeseriesSampler
+from workloads.arrivals import ArrivalPolicy, RealClock, dispatch
+from workloads.live import LiveRun, RunPhase
+from workloads.run_result import RunResult, StopReason, new_run_id
 from workloads.sharegpt import SampledRequest
 from workloads.trace import Trace, TraceItem, build_trace
 
@@ -74,132 +77,6 @@ class PairLike(Protocol):
 
 
 EngineFactory = Callable[[str, Any, EngineConfig], EngineLike]
-
-
-@dataclass(frozen=True)
-class StatusCounts:
-    ok: int
-    failed: int
-    cancelled: int
-    rejected: int
-
-    @property
-    def total(self) -> int:
-        return self.ok + self.failed + self.cancelled + self.rejected
-
-
-@dataclass(frozen=True)
-class RunResult:
-    key: RunKey
-    policy: ArrivalPolicy
-    requests: tuple[Request, ...]  # every submitted request, finished, in submission order
-    metrics: tuple[RequestMetrics, ...]
-    timeseries: tuple[TimeseriesRow, ...]
-    summary: RunSummary
-    outputs: tuple[RequestOutput, ...]
-    positions: tuple[PositionAcceptance, ...]
-    probe: ProbeInfo
-    started_at: str  # ISO 8601 wall-clock time of t0
-    duration_s: float
-    planned: int  # requests in the trace
-    # "cancelled" | "timeout" | "engine error" | "engine did not stop"; None = ran to the end
-    stop_reason: str | None
-    engine_error: str | None  # a lane crash reported by the engine
-
-    @property
-    def run_id(self) -> str:
-        return self.key.run_id
-
-    @property
-    def engine(self) -> str:
-        return self.key.engine
-
-    @property
-    def concurrency(self) -> int | None:
-        return self.key.concurrency
-
-    @property
-    def request_rate(self) -> float | None:
-        return self.key.request_rate
-
-    def counts(self) -> StatusCounts:
-        statuses = [r.status for r in self.requests]
-        return StatusCounts(
-            ok=statuses.count(RequestStatus.OK),
-            failed=statuses.count(RequestStatus.FAILED),
-            cancelled=statuses.count(RequestStatus.CANCELLED),
-            rejected=statuses.count(RequestStatus.REJECTED),
-        )
-
-    def record(self, meta: dict[str, Any] | None = None) -> RunRecord:
-        """The files' view of this run; ``meta`` adds to its run.json entry."""
-        run_meta = {
-            "arrival": arrival_meta(self.policy),
-            "started_at": self.started_at,
-            "duration_s": self.duration_s,
-            "planned_requests": self.planned,
-            "submitted_requests": len(self.requests),
-            "status_counts": asdict(self.counts()),
-            "stop_reason": self.stop_reason,
-            "engine_error": self.engine_error,
-            "device_probe": asdict(self.probe),
-            "position_acceptance": [asdict(p) for p in self.positions],
-            **(meta or {}),
-        }
-        return RunRecord(self.key, self.metrics, self.timeseries, self.summary, self.outputs, run_meta)
-
-
-def arrival_meta(policy: ArrivalPolicy) -> dict[str, Any]:
-    kind = "closed" if isinstance(policy, ClosedLoop) else "open"
-    return {"kind": kind, **asdict(policy)}
-
-
-def load_label(policy: ArrivalPolicy) -> str:
-    """Compact load name for run ids: ``c4``, ``r2.5``, ``rinf-c8``."""
-    if isinstance(policy, ClosedLoop):
-        return f"c{policy.concurrency}"
-    cap = "" if policy.max_concurrency is None else f"-c{policy.max_concurrency}"
-    return f"r{policy.request_rate:g}{cap}"
-
-
-def new_run_id(engine: str, policy: ArrivalPolicy) -> str:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{engine}-{load_label(policy)}-{secrets.token_hex(2)}"
-
-
-@dataclass(frozen=True)
-class LiveSnapshot:
-    phase: str  # "starting" | "warmup" | "running" | "stopping" | "done"
-    finished: int
-    total: int
-    timeseries: tuple[TimeseriesRow, ...]
-    stats: EngineStatsLike | None  # the latest engine snapshot
-
-
-class LiveRun:
-    """A replay in progress as another thread sees it (the dashboard polls ``snapshot``)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._phase = "starting"
-        self._finished = 0
-        self._total = 0
-        self._sampler: TimeseriesSampler | None = None
-
-    def _reset(self, total: int) -> None:
-        self._set(phase="starting", finished=0, total=total, sampler=None)
-
-    def _set(self, **changes: Any) -> None:
-        with self._lock:
-            for name, value in changes.items():
-                setattr(self, f"_{name}", value)
-
-    def snapshot(self) -> LiveSnapshot:
-        with self._lock:
-            sampler = self._sampler
-            phase, finished, total = self._phase, self._finished, self._total
-        rows = sampler.rows if sampler else ()
-        return LiveSnapshot(phase, finished, total, rows, sampler.latest if sampler else None)
 
 
 def default_engine_factory(name: str, pair: Any, config: EngineConfig) -> EngineLike:
@@ -262,6 +139,7 @@ def replay(
     Setting ``cancel`` (from any thread) stops sending, cancels what is in flight
     and returns what finished. ``timeout_s`` does the same after that many seconds
     of measured run. ``progress(finished, total)`` is called from this thread.
+    Mutates ``live`` (any thread may read its ``snapshot``) as the run goes on.
     """
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup}")
@@ -273,10 +151,10 @@ def replay(
     if not items:
         raise ValueError("the trace is empty")
     key = RunKey(run_id or new_run_id(engine, policy), engine, policy.cap, policy.request_rate)
-    live._reset(len(items))
+    live.begin(len(items))
 
     halt = threading.Event()  # cancel, timeout or a crashed engine: stop sending and stop waiting
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     clock = RealClock(halt)
 
     def on_event(event: TokenEvent) -> None:
@@ -288,39 +166,44 @@ def replay(
     probe = probe if probe is not None else open_probe(str(pair.device), pci_bus_id=pci_bus_id(pair.device))
     requests = [_request(item, i, params, on_event) for i, item in enumerate(items)]
     submitted: list[Request] = []
+    pending: list[Request] = []  # submitted and not finished yet
     sampler: TimeseriesSampler | None = None
     try:
         eng.start()
-        live._set(phase="warmup")
+        live.set_phase(RunPhase.WARMUP)
         _warm_up(eng, items, warmup, params, cancel)
         t0 = time.perf_counter()
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         deadline = None if timeout_s is None else t0 + timeout_s
         sampler = TimeseriesSampler(eng.stats, probe, t0, sample_hz)
         sampler.start()
-        live._set(phase="running", sampler=sampler)
+        live.start_clock(key, t0, slo, sampler)
         reported = -1
 
         def tick() -> None:
             nonlocal reported, stop_reason
             if stop_reason is None:
                 if cancel.is_set():
-                    stop_reason = "cancelled"
+                    stop_reason = StopReason.CANCELLED
                 elif deadline is not None and time.perf_counter() > deadline:
-                    stop_reason = "timeout"
+                    stop_reason = StopReason.TIMEOUT
                 elif getattr(eng, "fatal_error", None):
-                    stop_reason = "engine error"
+                    stop_reason = StopReason.ENGINE_ERROR
                 if stop_reason is not None:
                     halt.set()
-            finished = sum(r.done.is_set() for r in submitted)
+            ended = [r for r in pending if r.done.is_set()]
+            if ended:  # one that finishes meanwhile stays pending until the next tick
+                pending[:] = [r for r in pending if r not in ended]
+                live.add_finished(ended)
+            finished = len(submitted) - len(pending)
             if finished != reported:
                 reported = finished
-                live._set(finished=finished)
                 if progress:
                     progress(finished, len(items))
 
         def submit(request: Request) -> Request:
             submitted.append(request)
+            pending.append(request)
             return eng.submit(request)
 
         tick()
@@ -329,11 +212,11 @@ def replay(
         while not halt.is_set() and not all(r.done.is_set() for r in submitted):
             clock.wait(RealClock.MAX_WAIT_S)
             tick()
-        live._set(phase="stopping")
+        live.set_phase(RunPhase.STOPPING)
     finally:
         rows, stuck = _shut_down(sampler, eng, probe if own_probe else None)
     if stuck is not None:
-        stop_reason = "engine did not stop"
+        stop_reason = StopReason.ENGINE_DID_NOT_STOP
     for request in submitted:
         if not request.done.is_set():
             # an engine must finish everything at stop; if it did not, the run still accounts for it
@@ -357,7 +240,7 @@ def replay(
         stop_reason=stop_reason,
         engine_error=getattr(eng, "fatal_error", None) or stuck,
     )
-    live._set(phase="done", finished=len(submitted))
+    live.end(result)
     if progress:
         progress(sum(r.done.is_set() for r in submitted), len(items))
     return result

@@ -2,11 +2,13 @@
 
 Runs go load point by load point, every engine at each, so a sweep cut short
 still compares all engines at the loads it reached. Each finished run is
-written to the output directory at once (``metrics.export.write_run``); a
-crash or a cancel loses at most the run in progress.
+written at once by a ``RunWriter``, the one writer of run files (the CLI's and
+the dashboard's runs alike); a crash or a cancel loses at most the run in
+progress.
 
-Runs never overlap: they would share the machine's cores and each would
-measure the other's load.
+Runs of one sweep never overlap: they would share the machine's cores and each
+would measure the other's load. (The dashboard's simultaneous mode runs one
+sweep per engine on purpose, all appending through writers that share a lock.)
 """
 
 from __future__ import annotations
@@ -23,15 +25,9 @@ from metrics.export import check_appendable, write_run
 from metrics.summary import SLO
 from metrics.timeseries import DEFAULT_HZ
 from workloads.arrivals import ArrivalPolicy, ClosedLoop
-from workloads.replay import (
-    EngineFactory,
-    LiveRun,
-    PairLike,
-    RunResult,
-    default_engine_factory,
-    load_label,
-    replay,
-)
+from workloads.live import LiveRun
+from workloads.replay import EngineFactory, PairLike, default_engine_factory, replay
+from workloads.run_result import RunResult, StopReason, load_label
 from workloads.trace import DatasetSpec, Trace
 
 log = logging.getLogger(__name__)
@@ -85,6 +81,31 @@ class RunNotWritten(Exception):
     """A finished run's files could not be written (disk full, permissions): the sweep ends there."""
 
 
+class RunWriter:
+    """The one writer of run files: appends finished runs to one run directory, one run at a time.
+
+    Writers that share ``lock`` never write at the same time, so several sweeps
+    can append to one directory without interleaving their rows, and whoever
+    deletes run directories can hold the same lock.
+    """
+
+    def __init__(self, out_dir: str | Path, lock: threading.Lock | None = None) -> None:
+        self.out_dir = Path(out_dir)
+        self._lock = lock if lock is not None else threading.Lock()
+
+    def check(self) -> None:
+        """Raise ``metrics.export.RunFilesError`` if the directory cannot take these runs."""
+        check_appendable(self.out_dir)
+
+    def write(self, result: RunResult, meta: dict[str, Any]) -> None:
+        """Append ``result`` to the five files, ``meta`` in its run.json entry; ``RunNotWritten`` on failure."""
+        with self._lock:
+            try:
+                write_run(self.out_dir, result.record(meta))
+            except OSError as exc:
+                raise RunNotWritten(f"could not write the run files in {self.out_dir}: {exc}") from exc
+
+
 def setting_limits(
     dataset: DatasetSpec, policies: tuple[ArrivalPolicy, ...], num_requests: int, max_new_tokens: int
 ) -> list[str]:
@@ -105,7 +126,7 @@ def run_sweep(
     pair: PairLike,
     trace: Trace,
     plan: SweepPlan,
-    out_dir: str | Path | None = None,
+    out: RunWriter | str | Path | None = None,
     *,
     meta: dict[str, Any] | None = None,
     cancel: threading.Event | None = None,
@@ -116,12 +137,15 @@ def run_sweep(
 ) -> list[RunResult]:
     """Run the plan; results in run order. Stops after the current run once ``cancel`` is set.
 
-    ``meta`` (models, environment, invocation) goes into every run's run.json
-    entry, together with the plan and the trace description.
+    Each run is written through ``out`` (a ``RunWriter``, or a directory to
+    write to) as it ends; ``None`` writes nothing. ``meta`` (models,
+    environment, invocation) goes into every run's run.json entry, together
+    with the plan and the trace description.
     """
     cancel = cancel if cancel is not None else threading.Event()
-    if out_dir is not None:
-        check_appendable(out_dir)  # refuse a bad directory before spending time on runs
+    writer = out if isinstance(out, RunWriter) or out is None else RunWriter(out)
+    if writer is not None:
+        writer.check()  # refuse a bad directory before spending time on runs
     runs = plan.runs()
     results: list[RunResult] = []
     run_meta = {**plan.describe(), "trace": trace.describe(), **(meta or {})}
@@ -150,17 +174,14 @@ def run_sweep(
             timeout_s=plan.timeout_s,
             engine_factory=engine_factory,
         )
-        if result.stop_reason == "cancelled" and not result.requests:
+        if result.stop_reason == StopReason.CANCELLED and not result.requests:
             break  # stopped before its first request: there is nothing to record
-        if out_dir is not None:
-            try:
-                write_run(out_dir, result.record(run_meta))
-            except OSError as exc:
-                raise RunNotWritten(f"could not write the run files in {out_dir}: {exc}") from exc
+        if writer is not None:
+            writer.write(result, run_meta)
         results.append(result)
         if on_result:
             on_result(result)
-        if result.stop_reason == "engine did not stop":
+        if result.stop_reason == StopReason.ENGINE_DID_NOT_STOP:
             # its lane threads may still hold the device: the next run's numbers would not be its own
             log.error("sweep stopped after %s: %s", result.key.run_id, result.engine_error)
             break

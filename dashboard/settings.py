@@ -39,6 +39,11 @@ def preset_options() -> tuple[str, ...]:
     return DASHBOARD_PRESETS if preset in DASHBOARD_PRESETS else (preset, *DASHBOARD_PRESETS)
 
 
+def _slider_gate() -> float:
+    """The draft confidence gate's default as its slider shows it: 0 is the gate switched off (``None``)."""
+    return ControllerConfig().draft_confidence or 0.0
+
+
 def _replay_defaults(prefix: str) -> dict[str, Any]:
     return {
         # Baseline vs PD vs PDV is the comparison the project is about; AR is one click away
@@ -54,7 +59,7 @@ def _replay_defaults(prefix: str) -> dict[str, Any]:
         f"{prefix}.controller": "fixed",
         f"{prefix}.draft_len": 4,
         f"{prefix}.bounds": (1, 8),  # feedback/goodput: beyond 8 a small draft's acceptance rarely pays
-        f"{prefix}.draft_confidence": ControllerConfig().draft_confidence,
+        f"{prefix}.draft_confidence": _slider_gate(),
         f"{prefix}.slo": False,
         f"{prefix}.ttft_slo_ms": 2000.0,
         f"{prefix}.tpot_slo_ms": 200.0,
@@ -86,5 +91,5 @@ def session_defaults() -> dict[str, Any]:
         "inspect.max_new_tokens": 64,
         "inspect.temperature": 0.0,
         "inspect.draft_len": 4,
-        "inspect.draft_confidence": ControllerConfig().draft_confidence,
+        "inspect.draft_confidence": _slider_gate(),
     }

@@ -14,11 +14,11 @@ from dataclasses import fields
 
 import pandas as pd
 
+from dashboard.replay_view import RunView
 from engine.request import Request
 from metrics.frames import RunFrames, live_frames, timeseries_frame
 from metrics.timeseries import TimeseriesRow
-from pages.replay_launch import RunView
-from workloads.replay import RunResult
+from workloads.run_result import RunResult
 
 REQUEST_FIELDS = (
     "request_id", "status", "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "drafted_tokens", "accepted_tokens",

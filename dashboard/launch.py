@@ -3,13 +3,14 @@
 A launch owns one worker thread. The worker loads the model pair through the
 run manager (cached per preset and device; the loader's progress callback only
 stores a message and a fraction, which the page shows) and then does the
-launch's work (``pages.replay_launch``, ``pages.inspect_launch``). Nothing here
-calls Streamlit: pages read ``status()`` and the subclasses' ``view()``, which
-return immutable values.
+launch's work (``dashboard.replay_launch``, ``dashboard.inspect_launch``).
+Nothing here calls Streamlit: pages read ``status()`` and the subclasses'
+``view()``, which return immutable values.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -26,16 +27,24 @@ PairLoader = Callable[[str, str, ProgressFn], ModelPair]  # (preset, device, pro
 POLL_S = 0.2  # how often a worker re-checks cancel and finished work: Stop feels immediate
 
 
+class LaunchState(enum.StrEnum):
+    LOADING = "loading"  # loading the model pair, sampling the trace
+    RUNNING = "running"  # the engines run
+    DONE = "done"
+    CANCELLED = "cancelled"  # Stop was pressed; what was measured before is kept
+    FAILED = "failed"  # ``LaunchStatus.error`` says why; what was measured before is kept
+
+
 @dataclass(frozen=True)
 class LaunchStatus:
-    state: str  # "loading" | "running" | "done" | "cancelled" | "failed"
+    state: LaunchState
     message: str  # what the worker is doing (model loading steps, trace sampling)
     fraction: float  # progress of what `message` names (model loading, trace sampling), 0..1
     error: str | None
 
     @property
     def active(self) -> bool:
-        return self.state in ("loading", "running")
+        return self.state in (LaunchState.LOADING, LaunchState.RUNNING)
 
 
 class Launch:
@@ -49,7 +58,7 @@ class Launch:
         self._load_pair = load_pair
         self._cancel = threading.Event()
         self._lock = threading.Lock()
-        self._status = LaunchStatus("loading", "Starting", 0.0, None)
+        self._status = LaunchStatus(LaunchState.LOADING, "Starting", 0.0, None)
         self._thread = threading.Thread(target=self._main, name=f"pdv-{self.kind}-launch", daemon=True)
 
     def start(self) -> None:
@@ -81,13 +90,18 @@ class Launch:
         except Exception as exc:  # shown on the page; what was measured before stays
             log.exception("%s launch %s failed", self.kind, self.id)
             error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        state = "failed" if error else "cancelled" if self._cancel.is_set() else "done"
+        state = LaunchState.FAILED if error else LaunchState.CANCELLED if self._cancel.is_set() else LaunchState.DONE
         with self._lock:
             self._status = LaunchStatus(state, self._status.message, self._status.fraction, error)
 
     def _work(self) -> str | None:
         """Do the launch's work on the worker thread; return an error message, or None."""
         raise NotImplementedError
+
+    def _running(self, message: str) -> None:
+        """The model pair is loaded and the work proper starts."""
+        with self._lock:
+            self._status = LaunchStatus(LaunchState.RUNNING, message, 1.0, None)
 
     def _pair(self, preset: str, device: str) -> ModelPair:
         self._progress(f"Loading the {preset} model pair", 0.0)

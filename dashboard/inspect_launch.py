@@ -2,17 +2,17 @@
 
 The worker builds the engine with ``engine.schedulers.base.make_engine``, submits a single
 ``Request`` and waits for it; the view carries the finished request and its
-output cut into coloured pieces (``pages.token_view``).
+output cut into coloured pieces (``dashboard.token_view``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dashboard.launch import POLL_S, Launch, LaunchStatus, PairLoader
+from dashboard.token_view import TokenPiece, token_pieces
 from engine.config import EngineConfig, SamplingParams
 from engine.request import Request, RequestStatus
-from pages.launch import POLL_S, Launch, LaunchStatus, PairLoader
-from pages.token_view import TokenPiece, token_pieces
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,7 @@ class InspectLaunch(Launch):
             return None
         request = Request("inspect", pair.encode_prompt(spec.prompt), spec.params, prompt=spec.prompt)
         engine = make_engine(spec.engine, pair, spec.config)
-        self._progress(f"Generating with {spec.engine}", 1.0)
-        with self._lock:
-            self._status = LaunchStatus("running", self._status.message, 1.0, None)
+        self._running(f"Generating with {spec.engine}")
         engine.start()
         try:
             engine.submit(request)

@@ -1,18 +1,19 @@
 """The one owner of everything the dashboard runs on the device.
 
 A Streamlit script reruns on every click, in every browser tab, so nothing that
-must outlive a rerun can live in a page. ``run_manager()`` returns the single
-``RunManager`` of the process (``st.cache_resource``, one per runs directory).
-It owns:
+must outlive a rerun can live in a page: the process keeps a single
+``RunManager`` per runs directory (``widgets.manager.run_manager``). It owns:
 
 * the model pairs loaded so far, keyed by (preset, device), each loaded once;
 * the launch using the device (a comparison, a sweep, or an inspection) – at
   most one at a time: a Start while one is active, from any tab, gets the
   active launch back instead of a second one;
 * the last launch of each kind, so a page still shows a finished launch after
-  a rerun or a page switch.
+  a rerun or a page switch;
+* the write lock: runs are appended (``workloads.sweep.RunWriter``) and run
+  directories deleted one at a time.
 
-Launches run on their own threads (``pages.launch``) and never call
+Launches run on their own threads (``dashboard.launch``) and never call
 Streamlit; pages read their immutable views. ``stop()`` is idempotent.
 """
 
@@ -23,16 +24,14 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-import streamlit as st
-
+from dashboard.inspect_launch import InspectLaunch, InspectSpec
+from dashboard.launch import Launch
+from dashboard.replay_launch import ReplayLaunch
+from dashboard.replay_spec import ReplaySpec
+from dashboard.tables import SeriesFrames
 from engine.models.gguf_cache import ProgressFn
 from engine.models.pair import ModelPair, load_model_pair
 from metrics.schema import RUN_JSON
-from pages.inspect_launch import InspectLaunch, InspectSpec
-from pages.launch import Launch
-from pages.replay_launch import ReplayLaunch, ReplaySpec
-from pages.settings import runs_dir
-from pages.tables import SeriesFrames
 
 
 class RunManager:
@@ -127,13 +126,3 @@ class RunManager:
             raise ValueError("this directory belongs to the run in progress; stop it first")
         with self._write_lock:
             shutil.rmtree(path)
-
-
-@st.cache_resource(show_spinner=False)
-def _manager(runs_root: str) -> RunManager:
-    return RunManager(Path(runs_root))
-
-
-def run_manager() -> RunManager:
-    """The process's run manager for the current runs directory (``PDV_RUNS_DIR`` or ``runs/``)."""
-    return _manager(str(runs_dir().resolve()))

@@ -12,10 +12,10 @@ from typing import Any
 
 import streamlit as st
 
-from pages.inspect_launch import InspectSpec
-from pages.launch import LaunchStatus
-from pages.replay_launch import ReplaySpec
-from pages.run_manager import RunManager
+from dashboard.inspect_launch import InspectSpec
+from dashboard.launch import LaunchState, LaunchStatus
+from dashboard.replay_spec import ReplaySpec
+from dashboard.run_manager import RunManager
 
 REFRESH_S = 1.0
 
@@ -67,21 +67,21 @@ def status_card(
         if view is None:
             st.info(idle_hint)
             return
-        running = describe_running(view) if describe_running and view.status.state == "running" else None
+        running = describe_running(view) if describe_running and view.status.state == LaunchState.RUNNING else None
         show_status(view.status, describe_end(view), running)
 
     card()
 
 
 def show_status(status: LaunchStatus, ended: str, running: str | None = None) -> None:
-    if status.state == "loading":
+    if status.state == LaunchState.LOADING:
         with st.status(f"Preparing: {status.message}", expanded=True):
             st.progress(min(max(status.fraction, 0.0), 1.0), text=status.message)
-    elif status.state == "running":
+    elif status.state == LaunchState.RUNNING:
         st.caption(running or status.message)
-    elif status.state == "done":
+    elif status.state == LaunchState.DONE:
         st.success(f"Finished. {ended}")
-    elif status.state == "cancelled":
+    elif status.state == LaunchState.CANCELLED:
         st.warning(f"Stopped. {ended}")
     if status.error:
         st.error(f"Failed: {status.error}. What was measured before the failure is kept.")

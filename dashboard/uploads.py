@@ -1,7 +1,7 @@
 """An uploaded ShareGPT file: kept under a content-addressed name and checked before any run uses it.
 
 The check reads the file with the same reader a replay uses
-(``workloads.sharegpt.iter_exchanges``), so a file it accepts is one the run can
+(``conversations.sharegpt_file.iter_exchanges``), so a file it accepts is one the run can
 read; what it refuses comes back as one message naming the uploaded file.
 """
 
@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from workloads.sharegpt import DatasetError, ScanReport, TruncatedDatasetWarning, iter_exchanges
+from conversations.sharegpt_file import DatasetError, ScanReport, TruncatedDatasetWarning, iter_exchanges
 
 UPLOAD_DIR = Path(tempfile.gettempdir()) / "pd-verify-uploads"
 

@@ -1,6 +1,6 @@
 """The replay settings the Live run and Sweep pages share, drawn in the sidebar.
 
-Every widget is keyed ``<page>.<field>`` (starting values: ``pages.settings``)
+Every widget is keyed ``<page>.<field>`` (starting values: ``dashboard.settings``)
 and keeps its value across page switches. ``replay_form`` returns the
 ``ReplaySpec`` the widgets describe, or the one problem that stops it.
 """
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import streamlit as st
 
+from conversations.sharegpt_file import BUNDLED
+from dashboard.palette import ENGINE_LABELS
+from dashboard.replay_spec import ReplaySpec
+from dashboard.settings import ENGINE_ORDER, preset_options
+from dashboard.uploads import UploadCheck, save_and_check
 from engine.config import CONTROLLERS, ControllerConfig, EngineConfig, SamplingParams
 from metrics.summary import SLO
-from pages.figures import ENGINE_LABELS
-from pages.replay_launch import ReplaySpec
-from pages.settings import ENGINE_ORDER, preset_options
-from pages.uploads import UploadCheck, save_and_check
 from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
-from workloads.sharegpt import BUNDLED
 from workloads.sweep import setting_limits
 from workloads.synthetic import LengthSpec
 from workloads.trace import SYNTHETIC, DatasetSpec
@@ -156,9 +156,9 @@ def _controller(prefix: str) -> ControllerConfig:
     return ControllerConfig(kind, draft_len=start, min_len=low, max_len=high, draft_confidence=confidence_gate(prefix))
 
 
-def confidence_gate(prefix: str, where=st) -> float:
-    """The draft confidence gate's slider; ``where`` is the container to draw it in."""
-    return where.slider(
+def confidence_gate(prefix: str, where=st) -> float | None:
+    """The draft confidence gate's slider (``None``: off); ``where`` is the container to draw it in."""
+    gate = where.slider(
         "Draft confidence gate",
         0.0,
         0.95,
@@ -167,6 +167,7 @@ def confidence_gate(prefix: str, where=st) -> float:
         persist_state=KEEP,
         help="a request stops drafting where the draft's top-1 probability falls below this; 0 = always draft L",
     )
+    return gate or None  # the slider's 0 is the gate switched off
 
 
 def _attempt(problems: list[str], draw, *args):

@@ -1,0 +1,39 @@
+"""Pure Plotly figure builders: a DataFrame in, a ``go.Figure`` out, nothing else touched.
+
+Every chart of the dashboard is built here, so every chart colours an engine
+the same way (``dashboard.palette``) and the builders can be tested on
+hand-made frames. A builder draws one trace per value of its ``group`` column
+(by default ``engine``; the Runs page groups by run ``label``) and takes that
+trace's colour from the group's engine. Column names are those of
+``metrics.schema`` (timeseries, requests, summary).
+
+* ``base``          – size, titles, legend placement, the empty state, grouping;
+* ``over_time``     – throughput, draft length, acceptance, queues, device use against time;
+* ``across_runs``   – latency histograms and CDFs, metrics against load, summary bars;
+* ``request_steps`` – one request's drafted and accepted tokens per verify step.
+"""
+
+from dashboard.figures.across_runs import cdf_lines, latency_histogram, metric_vs_load, summary_bars
+from dashboard.figures.over_time import (
+    acceptance_over_time,
+    device_utilisation,
+    draft_length_over_time,
+    line_over_time,
+    queue_depths,
+    throughput_over_time,
+)
+from dashboard.figures.request_steps import step_bars
+
+__all__ = [
+    "acceptance_over_time",
+    "cdf_lines",
+    "device_utilisation",
+    "draft_length_over_time",
+    "latency_histogram",
+    "line_over_time",
+    "metric_vs_load",
+    "queue_depths",
+    "step_bars",
+    "summary_bars",
+    "throughput_over_time",
+]

@@ -1,0 +1,23 @@
+"""One request's verify steps (Inspect page): how many tokens were drafted and accepted at each."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboard.figures.base import new_figure, place_legend, waiting
+from dashboard.palette import engine_color
+
+
+def step_bars(steps: pd.DataFrame, engine: str) -> go.Figure:
+    """Per verify step of one request: tokens drafted and how many the verifier accepted."""
+    fig = new_figure("Draft length and accepted tokens per verify step", "verify step", "tokens", height=280)
+    if steps.empty:
+        return waiting(fig, "no verify steps (the AR engine does not draft)")
+    color = engine_color(engine)
+    fig.add_trace(
+        go.Bar(x=steps["step"], y=steps["draft_len"], name="drafted", marker={"color": color, "opacity": 0.35})
+    )
+    fig.add_trace(go.Bar(x=steps["step"], y=steps["accepted"], name="accepted", marker={"color": color}))
+    fig.update_layout(barmode="overlay", bargap=0.15)
+    return place_legend(fig)

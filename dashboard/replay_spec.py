@@ -1,0 +1,46 @@
+"""What a Start on the Live run or Sweep page asks for: engines, load points, prompts, settings.
+
+``widgets.forms.replay_form`` builds a ``ReplaySpec`` from the sidebar; the run
+manager hands it to a ``dashboard.replay_launch.ReplayLaunch``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.config import EngineConfig, SamplingParams
+from metrics.summary import SLO
+from workloads.arrivals import ArrivalPolicy
+from workloads.sweep import SweepPlan
+from workloads.trace import DatasetSpec
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    kind: str  # "live" | "sweep": the page that started it
+    preset: str
+    engines: tuple[str, ...]
+    policies: tuple[ArrivalPolicy, ...]
+    dataset: DatasetSpec
+    num_requests: int
+    config: EngineConfig
+    params: SamplingParams
+    slo: SLO | None = None
+    simultaneous: bool = False  # one job per engine, all at once: they share the device
+    seed: int = 0
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if not self.engines:
+            raise ValueError("choose at least one engine")
+        if not self.policies:
+            raise ValueError("give at least one load point")
+        if self.num_requests < 1:
+            raise ValueError("the number of requests must be at least 1")
+
+    def plan(self, engines: tuple[str, ...]) -> SweepPlan:
+        return SweepPlan(engines, self.policies, self.config, self.params, self.slo)
+
+    def run_order(self) -> list[tuple[str, ArrivalPolicy]]:
+        """Every run of the launch, load point by load point, every engine at each."""
+        return self.plan(self.engines).runs()

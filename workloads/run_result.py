@@ -1,0 +1,123 @@
+"""What one replay returns: its finished requests, everything derived from them, and why it stopped.
+
+A ``RunResult`` is immutable once ``workloads.replay.replay`` returns it.
+``RunResult.record`` is the files' view of the run (``metrics.export.RunRecord``);
+the fields it adds to run.json (arrival, status counts, stop reason, device
+probe, per-position acceptance) are spelled out here, once.
+"""
+
+from __future__ import annotations
+
+import enum
+import secrets
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from engine.request import Request, RequestStatus
+from metrics.device_types import ProbeInfo
+from metrics.export import RequestOutput, RunRecord
+from metrics.request_metrics import RequestMetrics
+from metrics.run_key import RunKey
+from metrics.summary import PositionAcceptance, RunSummary
+from metrics.timeseries import TimeseriesRow
+from workloads.arrivals import ArrivalPolicy, ClosedLoop
+
+
+class StopReason(enum.StrEnum):
+    """Why a run ended before its trace did; the value is what run.json's ``stop_reason`` holds."""
+
+    CANCELLED = "cancelled"  # the caller set ``cancel`` (Stop in the dashboard, Ctrl-C in the CLI)
+    TIMEOUT = "timeout"  # the run's measured time passed ``timeout_s``
+    ENGINE_ERROR = "engine error"  # a lane crashed (``fatal_error``)
+    ENGINE_DID_NOT_STOP = "engine did not stop"  # lane threads outlived ``stop``: the device may still be busy
+
+
+@dataclass(frozen=True)
+class StatusCounts:
+    ok: int
+    failed: int
+    cancelled: int
+    rejected: int
+
+    @property
+    def total(self) -> int:
+        return self.ok + self.failed + self.cancelled + self.rejected
+
+
+@dataclass(frozen=True)
+class RunResult:
+    key: RunKey
+    policy: ArrivalPolicy
+    requests: tuple[Request, ...]  # every submitted request, finished, in submission order
+    metrics: tuple[RequestMetrics, ...]
+    timeseries: tuple[TimeseriesRow, ...]
+    summary: RunSummary
+    outputs: tuple[RequestOutput, ...]
+    positions: tuple[PositionAcceptance, ...]
+    probe: ProbeInfo
+    started_at: str  # ISO 8601 wall-clock time of t0
+    duration_s: float
+    planned: int  # requests in the trace
+    stop_reason: StopReason | None  # None: the run went to the end of its trace
+    engine_error: str | None  # a lane crash reported by the engine
+
+    @property
+    def run_id(self) -> str:
+        return self.key.run_id
+
+    @property
+    def engine(self) -> str:
+        return self.key.engine
+
+    @property
+    def concurrency(self) -> int | None:
+        return self.key.concurrency
+
+    @property
+    def request_rate(self) -> float | None:
+        return self.key.request_rate
+
+    def counts(self) -> StatusCounts:
+        statuses = [r.status for r in self.requests]
+        return StatusCounts(
+            ok=statuses.count(RequestStatus.OK),
+            failed=statuses.count(RequestStatus.FAILED),
+            cancelled=statuses.count(RequestStatus.CANCELLED),
+            rejected=statuses.count(RequestStatus.REJECTED),
+        )
+
+    def record(self, meta: dict[str, Any] | None = None) -> RunRecord:
+        """The files' view of this run; ``meta`` adds to its run.json entry."""
+        run_meta = {
+            "arrival": arrival_meta(self.policy),
+            "started_at": self.started_at,
+            "duration_s": self.duration_s,
+            "planned_requests": self.planned,
+            "submitted_requests": len(self.requests),
+            "status_counts": asdict(self.counts()),
+            "stop_reason": None if self.stop_reason is None else str(self.stop_reason),
+            "engine_error": self.engine_error,
+            "device_probe": asdict(self.probe),
+            "position_acceptance": [asdict(p) for p in self.positions],
+            **(meta or {}),
+        }
+        return RunRecord(self.key, self.metrics, self.timeseries, self.summary, self.outputs, run_meta)
+
+
+def arrival_meta(policy: ArrivalPolicy) -> dict[str, Any]:
+    kind = "closed" if isinstance(policy, ClosedLoop) else "open"
+    return {"kind": kind, **asdict(policy)}
+
+
+def load_label(policy: ArrivalPolicy) -> str:
+    """Compact load name for run ids: ``c4``, ``r2.5``, ``rinf-c8``."""
+    if isinstance(policy, ClosedLoop):
+        return f"c{policy.concurrency}"
+    cap = "" if policy.max_concurrency is None else f"-c{policy.max_concurrency}"
+    return f"r{policy.request_rate:g}{cap}"
+
+
+def new_run_id(engine: str, policy: ArrivalPolicy) -> str:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{engine}-{load_label(policy)}-{secrets.token_hex(2)}"
