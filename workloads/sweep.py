@@ -14,13 +14,14 @@ sweep per engine on purpose, all appending through writers that share a lock.)
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.config import EngineConfig, SamplingParams
+from engine.config import ENGINES, EngineConfig, SamplingParams
 from metrics.export import check_appendable, write_run
 from metrics.summary import SLO
 from metrics.timeseries import DEFAULT_HZ
@@ -47,6 +48,15 @@ class SweepPlan:
     def __post_init__(self) -> None:
         if not self.engines or not self.policies:
             raise ValueError("a sweep needs at least one engine and one load point")
+        for engine in self.engines:
+            if engine not in ENGINES:
+                raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+        if not 2 <= self.sample_hz < math.inf:  # also refuses nan
+            raise ValueError(f"sample rate must be a finite number >= 2 Hz, got {self.sample_hz:g}")
+        if self.warmup < 0:
+            raise ValueError(f"warm-up requests must be >= 0, got {self.warmup}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"run timeout must be > 0 s, got {self.timeout_s:g}")
 
     def runs(self) -> list[tuple[str, ArrivalPolicy]]:
         return [(engine, policy) for policy in self.policies for engine in self.engines]
