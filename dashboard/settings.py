@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from engine.config import ControllerConfig
+from engine.config import ControllerConfig, EngineConfig
 from engine.models.presets import DEFAULT_PRESET, PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +56,7 @@ def _replay_defaults(prefix: str) -> dict[str, Any]:
         f"{prefix}.burstiness": 1.0,  # Poisson arrivals
         f"{prefix}.max_concurrency": 0,  # 0 = no cap on an open loop
         f"{prefix}.temperature": 0.0,  # greedy: every engine must then produce the same text
+        f"{prefix}.drafter": EngineConfig().drafter,
         f"{prefix}.controller": "fixed",
         f"{prefix}.draft_len": 4,
         f"{prefix}.bounds": (1, 8),  # feedback/goodput: beyond 8 a small draft's acceptance rarely pays
@@ -90,6 +91,7 @@ def session_defaults() -> dict[str, Any]:
         "inspect.prompt": "Explain in three sentences why the sky is blue.",
         "inspect.max_new_tokens": 64,
         "inspect.temperature": 0.0,
+        "inspect.drafter": EngineConfig().drafter,
         "inspect.draft_len": 4,
         "inspect.draft_confidence": _slider_gate(),
     }

@@ -16,7 +16,7 @@ import pandas as pd
 
 from dashboard.replay_view import RunView
 from engine.request import Request
-from metrics.frames import RunFrames, live_frames, timeseries_frame
+from metrics.frames import RunFrames, live_frames, position_frame, timeseries_frame
 from metrics.timeseries import TimeseriesRow
 from workloads.run_result import RunResult
 
@@ -76,6 +76,11 @@ def runs_requests(runs: Sequence[RunView]) -> pd.DataFrame:
 def results_frames(results: Sequence[RunResult]) -> RunFrames:
     """Frames of finished runs, identical to loading their run directory."""
     return live_frames([r.record() for r in results])
+
+
+def results_positions(results: Sequence[RunResult]) -> pd.DataFrame:
+    """Acceptance by draft position of finished runs, as the Runs page reads it from their run.json entries."""
+    return position_frame({"run_id": r.run_id, "engine": r.engine, **r.record().meta} for r in results)
 
 
 def with_mean_draft_length(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from typing import Any
 
 ENGINES = ("ar", "baseline", "pd", "pdv")
 CONTROLLERS = ("fixed", "feedback", "goodput")
+DRAFTERS = ("model", "ngram", "model+ngram")  # engine.drafters: where a speculative engine's proposals come from
 DTYPES = ("float32", "bfloat16", "float16")  # --dtype: one dtype for both models
 
 
@@ -112,6 +113,17 @@ class ControllerConfig:
 class EngineConfig:
     engine: str = "baseline"
     controller: ControllerConfig = ControllerConfig()
+    drafter: str = field(
+        default="model",
+        metadata=flag("--drafter", str, "where proposals come from (the AR engine has none)", choices=DRAFTERS),
+    )
+    # prompt lookup (ngram drafters): the suffix lengths tried, longest first
+    prompt_lookup_min: int = field(
+        default=2, metadata=flag("--prompt-lookup-min", int, "ngram drafters: shortest suffix looked up")
+    )
+    prompt_lookup_max: int = field(
+        default=4, metadata=flag("--prompt-lookup-max", int, "ngram drafters: longest suffix looked up")
+    )
     # running requests; beyond this CPU step time grows faster than throughput
     max_batch_size: int = field(default=32, metadata=flag("--max-batch-size", int, "running requests at most"))
     # KV budget in tokens per model; requests wait rather than exceed it
@@ -154,6 +166,11 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.drafter not in DRAFTERS:
+            raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
+        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
+            lookup = f"{self.prompt_lookup_min}..{self.prompt_lookup_max}"
+            raise ValueError(f"need 1 <= prompt lookup min <= prompt lookup max, got {lookup}")
         for name in ("max_batch_size", "max_cache_tokens", "prefill_chunk_tokens", "micro_batches"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -173,9 +173,12 @@ class GoodputController(DraftLengthController):
         nearest = min(self._samples, key=lambda b: abs(b - batch_size))
         obs = list(self._samples[nearest])
         with_draft = [o for o in obs if o.positions > 0]
-        if not with_draft:
+        if with_draft:
+            per_pos = sum(o.draft_s / o.positions for o in with_draft) / len(with_draft)
+        elif any(o.drafted for o in obs):
+            per_pos = 0.0  # proposals that ran no draft forward (prompt lookup) cost nothing per position
+        else:
             return None
-        per_pos = sum(o.draft_s / o.positions for o in with_draft) / len(with_draft)
         xs = [o.draft_len + 1 for o in obs]
         ys = [o.verify_s for o in obs]
         mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)

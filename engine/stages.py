@@ -241,8 +241,8 @@ def accept_block(block: DraftBlock, target: torch.Tensor, record_steps: bool = T
                 keep = len(block.fed[b]) + min(ran - 1, n)
                 seq.draft_kv.truncate(block.draft_len_before[b] + keep)
                 seq.draft_pending = context[keep:]
-            else:
-                seq.draft_pending.append(nxt)
+            else:  # the draft model did not run for this row (no proposal, or a lookup's): it lacks these tokens
+                seq.draft_pending += kept + [nxt]
         seq.pending = nxt
         if record_steps:
             seq.request.steps.append(StepRecord(drafted, n))

@@ -6,6 +6,9 @@ just made); ``metrics.runs.load_run_dir`` reads them from a run directory.
 Both pass through ``normalize``, so a chart cannot tell the two apart: text
 columns stay text, every other column is numeric with NaN for an empty cell.
 
+``position_frame`` reads the per-position acceptance that run.json carries
+(one row per run and draft position), whichever way the entries were made.
+
 The helpers at the bottom shape frames for charts (long format, one row per
 point, a readable ``label`` per run).
 """
@@ -13,8 +16,9 @@ point, a readable ``label`` per run).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, fields
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,6 +77,30 @@ def timeseries_frame(rows: Sequence[TimeseriesRow]) -> pd.DataFrame:
     columns = [f.name for f in fields(TimeseriesRow)]
     frame = pd.DataFrame([astuple(r) for r in rows], columns=columns, dtype=object)
     return frame.apply(pd.to_numeric).astype(float) if rows else frame.astype(float)
+
+
+POSITION_COLUMNS = ("run_id", "engine", "position", "drafted", "accepted", "drafts", "rate", "per_draft")
+
+
+def position_frame(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """Acceptance by draft position, one row per run and position: ``POSITION_COLUMNS``.
+
+    ``runs`` are run.json entries (``RunDirectory.runs``, or a ``RunRecord``'s
+    key and ``meta``), whose ``position_acceptance`` lists
+    ``metrics.summary.PositionAcceptance`` as dicts; ``rate`` and ``per_draft``
+    are that class's two definitions. Files written before draft steps were
+    counted have no ``drafts``: their ``drafts`` and ``per_draft`` are NaN. A run
+    that drafted nothing (AR) has no rows.
+    """
+    rows = [
+        (run.get("run_id"), run.get("engine"), p["position"], p["drafted"], p["accepted"], p.get("drafts"))
+        for run in runs
+        for p in run.get("position_acceptance") or ()
+    ]
+    df = _frame(rows, POSITION_COLUMNS[:6])
+    df["rate"] = df["accepted"] / df["drafted"].where(df["drafted"] > 0)
+    df["per_draft"] = df["accepted"] / df["drafts"].where(df["drafts"] > 0)
+    return df
 
 
 # --------------------------------------------------------------------------

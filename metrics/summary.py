@@ -14,9 +14,14 @@ request's end; "completed" means status ``ok``):
 * **mean_acceptance_length** = 1 + accepted / verify_steps: tokens emitted per
   verify step, counting the correction or bonus token each step adds (as vLLM's
   "mean acceptance length"). Undefined without verify steps.
-* **per-position acceptance** (``position_acceptance``) = for draft position k
-  (1-based), P(token k accepted | k tokens were drafted): over all verify steps
-  with ``draft_len >= k``, the share with ``accepted >= k``.
+* **per-position acceptance** (``position_acceptance``), for draft position k
+  (1-based), two ways:
+  ``rate`` = P(token k accepted | k tokens were drafted): over all verify steps
+  with ``draft_len >= k``, the share with ``accepted >= k``; and ``per_draft``
+  = vLLM's "acceptance at position k": steps with ``accepted >= k`` / draft
+  steps (verify steps that drafted at least one token). ``per_draft`` summed
+  over k is accepted / draft steps, so 1 + that sum is vLLM's mean acceptance
+  length (counted per draft step rather than per verify step).
 * **goodput_req_s** = completed requests meeting every given SLO / duration, as
   in DistServe and ``vllm bench serve --goodput``: TTFT <= the TTFT SLO and
   TPOT <= the TPOT SLO. A request with fewer than two output tokens has no TPOT
@@ -99,10 +104,15 @@ class PositionAcceptance:
     position: int  # 1-based draft position
     drafted: int  # verify steps that drafted at least this many tokens
     accepted: int  # of those, steps whose accepted prefix reached this position
+    drafts: int  # verify steps of the run that drafted at least one token
 
     @property
     def rate(self) -> float:
         return self.accepted / self.drafted
+
+    @property
+    def per_draft(self) -> float:
+        return self.accepted / self.drafts
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -160,11 +170,13 @@ def summarize(key: RunKey, metrics: Sequence[RequestMetrics], duration_s: float,
 
 
 def position_acceptance(steps_per_request: Iterable[Sequence[StepRecord]]) -> tuple[PositionAcceptance, ...]:
-    """P(position k accepted | drafted at k) for k = 1 .. the longest draft seen."""
+    """Acceptance at draft positions k = 1 .. the longest draft seen."""
     drafted: list[int] = []
     accepted: list[int] = []
+    drafts = 0
     for steps in steps_per_request:
         for step in steps:
+            drafts += step.draft_len > 0
             if step.draft_len > len(drafted):
                 grow = step.draft_len - len(drafted)
                 drafted.extend([0] * grow)
@@ -173,4 +185,6 @@ def position_acceptance(steps_per_request: Iterable[Sequence[StepRecord]]) -> tu
                 drafted[k] += 1
             for k in range(step.accepted):
                 accepted[k] += 1
-    return tuple(PositionAcceptance(k + 1, d, a) for k, (d, a) in enumerate(zip(drafted, accepted, strict=True)))
+    return tuple(
+        PositionAcceptance(k + 1, d, a, drafts) for k, (d, a) in enumerate(zip(drafted, accepted, strict=True))
+    )

@@ -17,7 +17,7 @@ from dashboard.token_view import legend_html, pieces_html
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from metrics.request_metrics import request_metrics
 from widgets import controls
-from widgets.forms import confidence_gate
+from widgets.forms import confidence_gate, drafter_select
 from widgets.manager import run_manager
 
 KEEP = "session"
@@ -36,13 +36,14 @@ def describe_end(view: InspectView) -> str:
 
 st.header("Inspect one request", divider="gray")
 prompt = st.text_area("Prompt", key="inspect.prompt", persist_state=KEEP, height=100)
-cols = st.columns(6)
+cols = st.columns(7)
 engine = cols[0].selectbox("Engine", ENGINE_ORDER, format_func=engine_label, key="inspect.engine", persist_state=KEEP)
 preset = cols[1].selectbox("Model preset", preset_options(), key="inspect.preset", persist_state=KEEP)
 max_new = cols[2].number_input("Max new tokens", 1, 1024, key="inspect.max_new_tokens", persist_state=KEEP)
 temperature = cols[3].slider("Temperature", 0.0, 2.0, step=0.05, key="inspect.temperature", persist_state=KEEP)
 length = cols[4].slider("Draft length L", 0, 16, key="inspect.draft_len", persist_state=KEEP)
-gate = confidence_gate("inspect", cols[5])
+drafter = drafter_select("inspect", cols[5])
+gate = confidence_gate("inspect", cols[6])
 
 spec, problem = None, None
 try:
@@ -51,7 +52,7 @@ try:
         preset=preset,
         engine=engine,
         prompt=prompt,
-        config=EngineConfig(engine=engine, controller=controller),
+        config=EngineConfig(engine=engine, controller=controller, drafter=drafter),
         params=SamplingParams(temperature=float(temperature), max_new_tokens=int(max_new), seed=0),
     )
 except ValueError as exc:
@@ -70,7 +71,7 @@ def output_card() -> None:
     st.html(legend_html())
     st.html(pieces_html(view.pieces))
     m = request_metrics(request, request.arrival_time or 0.0)
-    cols = st.columns(6)
+    cols = st.columns(7)
     cols[0].metric("output tokens", m.output_tokens)
     cols[1].metric("verify steps", m.verify_steps)
     cols[2].metric(

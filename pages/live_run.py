@@ -132,6 +132,10 @@ def speculation_card() -> None:
     left, right = st.columns(2)
     left.plotly_chart(figures.draft_length_over_time(ts), key="live.chart.draft_len")
     right.plotly_chart(figures.acceptance_over_time(ts), key="live.chart.acceptance")
+    if view.results:  # acceptance by draft position is counted when a run ends
+        left, _ = st.columns(2)
+        positions = tables.results_positions(view.results)
+        left.plotly_chart(figures.acceptance_by_position(positions, group="engine"), key="live.chart.positions")
 
 
 controls.status_card(

@@ -17,7 +17,7 @@ import streamlit as st
 from dashboard import figures
 from dashboard.palette import engine_label
 from metrics.export import RunFilesError
-from metrics.frames import cdf, with_labels
+from metrics.frames import cdf, position_frame, with_labels
 from metrics.runs import RunDirectory, list_run_dirs, load_run_dir
 from metrics.schema import RUN_FILES
 from widgets.manager import run_manager
@@ -115,6 +115,7 @@ requests = pd.concat([d.frames.requests.assign(directory=n) for n, d in opened.i
 series = pd.concat([labelled(d.frames.timeseries, d, n) for n, d in opened.items()], ignore_index=True)
 ttft = pd.concat([labelled(cdf(d.frames.requests, "ttft_ms"), d, n) for n, d in opened.items()], ignore_index=True)
 tpot = pd.concat([labelled(cdf(d.frames.requests, "tpot_ms"), d, n) for n, d in opened.items()], ignore_index=True)
+positions = pd.concat([labelled(position_frame(d.runs), d, n) for n, d in opened.items()], ignore_index=True)
 
 charts = st.tabs(["Summary", "Latency distributions", "Over time"])
 with charts[0]:
@@ -135,6 +136,7 @@ with charts[0]:
         figures.summary_bars(summary, {f"tpot_{q}_ms": q for q in ("p50", "p95", "p99")}, "TPOT", "ms"),
         key="runs.chart.tpot",
     )
+    left.plotly_chart(figures.acceptance_by_position(positions), key="runs.chart.positions")
 with charts[1]:
     left, right = st.columns(2)
     left.plotly_chart(figures.cdf_lines(ttft, "TTFT distribution", "ms"), key="runs.chart.ttft_cdf")

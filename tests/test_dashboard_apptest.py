@@ -128,7 +128,7 @@ def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_di
     panels = [m.value for m in at.markdown if m.value.startswith("<h4")]
     assert [p.split("● ")[1].split("<")[0] for p in panels] == ["Baseline", "PD", "PDV"]
     figs = charts(at)
-    expected = {"throughput", "device", "ttft", "tpot", "draft_len", "acceptance"}
+    expected = {"throughput", "device", "ttft", "tpot", "draft_len", "acceptance", "positions"}
     assert {k.removeprefix("live.chart.") for k in figs} >= expected | {f"queue.{e}" for e in ENGINES}
     for name in ("throughput", "ttft", "tpot", "draft_len"):
         traces = figs[f"live.chart.{name}"]["data"]
@@ -443,6 +443,12 @@ def test_runs_page_lists_cli_runs_compares_them_and_deletes_after_confirmation(r
     tput = charts(at)["runs.chart.tput"]["data"][0]
     assert sorted(tput["x"]) == ["first · baseline · C=2", "first · pdv · C=2", "nested/second · pd · C=1",
                                  "nested/second · pd · C=2"]  # fmt: skip
+    by_position = charts(at)["runs.chart.positions"]
+    assert by_position["layout"]["title"]["text"] == "Acceptance by draft position"
+    entries = [r for d in ("first", "nested/second") for r in load_run_dir(runs_dir / d).runs]
+    per_draft = sorted(p["accepted"] / p["drafts"] for r in entries for p in r["position_acceptance"])
+    drawn = sorted(y for trace in by_position["data"] for y in values(trace["y"]))
+    assert per_draft and drawn == pytest.approx(per_draft)  # vLLM's acceptance at each position, from run.json
     assert len(at.get("download_button")) == 2 * 5
     at.switch_page("pages/sweep_run.py").run()
     at.switch_page("pages/saved_runs.py").run()

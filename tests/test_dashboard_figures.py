@@ -10,6 +10,7 @@ import pytest
 from dashboard import figures, palette, tables
 from dashboard.token_view import legend_html, pieces_html, token_pieces
 from engine.request import Request, StepRecord
+from metrics.frames import position_frame, with_labels
 
 ENGINES = ("baseline", "pd", "pdv")
 
@@ -197,6 +198,28 @@ def test_cdf_lines_one_per_label():
     assert [t.line.color for t in fig.data] == [palette.ENGINE_COLORS["pd"], palette.ENGINE_COLORS["pdv"]]
 
 
+def test_acceptance_by_position_plots_accepted_per_draft_step_and_nan_for_files_without_draft_counts():
+    new = {"run_id": "n", "engine": "pdv", "position_acceptance": [
+        {"position": 1, "drafted": 5, "accepted": 4, "drafts": 5},
+        {"position": 2, "drafted": 4, "accepted": 2, "drafts": 5},
+        {"position": 3, "drafted": 2, "accepted": 1, "drafts": 5},
+    ]}  # fmt: skip
+    old = {"run_id": "o", "engine": "pd", "position_acceptance": [{"position": 1, "drafted": 4, "accepted": 3}]}
+    ar = {"run_id": "a", "engine": "ar", "position_acceptance": []}
+    runs_summary = pd.DataFrame({"run_id": ["n", "o", "a"], "engine": ["pdv", "pd", "ar"],
+                                 "concurrency": [1, 1, 1], "request_rate": [math.nan] * 3})  # fmt: skip
+    frame = with_labels(position_frame([new, old, ar]), runs_summary)
+    fig = figures.acceptance_by_position(frame)
+    fresh, stale = fig.data
+    assert fresh.name == "pdv · C=1" and fresh.line.color == palette.ENGINE_COLORS["pdv"]
+    assert list(fresh.x) == [1, 2, 3]
+    assert list(fresh.y) == pytest.approx([4 / 5, 2 / 5, 1 / 5])  # vLLM: accepted at k / draft steps
+    assert [row[0] for row in fresh.customdata] == pytest.approx([4 / 5, 2 / 4, 1 / 2])  # P(accepted | drafted)
+    assert "file without draft-step counts" in stale.name
+    assert all(math.isnan(y) for y in stale.y)  # no per-draft value is made up for an old file
+    assert fig.layout.xaxis.dtick == 1
+
+
 def test_empty_frames_give_an_empty_chart_that_says_so():
     empty = series().iloc[0:0]
     for fig in (
@@ -205,6 +228,7 @@ def test_empty_frames_give_an_empty_chart_that_says_so():
         figures.device_utilisation(empty),
         figures.latency_histogram(requests().iloc[0:0], "ttft_ms", "TTFT"),
         figures.metric_vs_load(summary().iloc[0:0], {"output_tok_s": ""}, "concurrency", "x", "y"),
+        figures.acceptance_by_position(position_frame([])),
     ):
         assert not fig.data
         assert fig.layout.annotations, fig.layout.title.text  # "waiting for data" / "no finished runs yet"

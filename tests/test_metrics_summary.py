@@ -103,6 +103,16 @@ def test_position_acceptance_conditions_on_the_position_being_drafted():
     assert position_acceptance([]) == ()
 
 
+def test_acceptance_per_draft_step_follows_vllm():
+    # vLLM: acceptance at position k = accepted at k / draft steps; a step that drafted nothing is no draft
+    steps = [[StepRecord(4, 2), StepRecord(0, 0), StepRecord(1, 1)], [StepRecord(4, 4)]]
+    pos = position_acceptance(steps)
+    assert {p.drafts for p in pos} == {3}
+    assert [p.per_draft for p in pos] == pytest.approx([3 / 3, 2 / 3, 1 / 3, 1 / 3])
+    accepted = sum(s.accepted for run in steps for s in run)
+    assert 1 + sum(p.per_draft for p in pos) == pytest.approx(1 + accepted / 3)  # vLLM's mean acceptance length
+
+
 def test_zero_duration_gives_undefined_rates_not_infinities():
     s = summarize(KEY, [], duration_s=0.0)
     assert s.output_tok_s is None and s.req_s is None and s.ttft_p50_ms is None

@@ -16,7 +16,7 @@ from dashboard.palette import ENGINE_LABELS
 from dashboard.replay_spec import ReplaySpec
 from dashboard.settings import ENGINE_ORDER, preset_options
 from dashboard.uploads import UploadCheck, save_and_check
-from engine.config import CONTROLLERS, ControllerConfig, EngineConfig, SamplingParams
+from engine.config import CONTROLLERS, DRAFTERS, ControllerConfig, EngineConfig, SamplingParams
 from metrics.summary import SLO
 from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
 from workloads.sweep import setting_limits
@@ -153,6 +153,18 @@ def _controller(prefix: str) -> ControllerConfig:
     return ControllerConfig(kind, draft_len=start, min_len=low, max_len=high, draft_confidence=confidence_gate(prefix))
 
 
+DRAFTER_HELP = (
+    "model: the draft model proposes; ngram: prompt lookup, proposing what followed the context's own latest "
+    "suffix earlier in the prompt or output (no model forward); model+ngram: the lookup where it finds one, "
+    "else the draft model"
+)
+
+
+def drafter_select(prefix: str, where=st) -> str:
+    """The drafter of the speculative engines; ``where`` is the container to draw it in."""
+    return where.selectbox("Drafter", DRAFTERS, key=f"{prefix}.drafter", persist_state=KEEP, help=DRAFTER_HELP)
+
+
 def confidence_gate(prefix: str, where=st) -> float | None:
     """The draft confidence gate's slider (``None``: off); ``where`` is the container to draw it in."""
     gate = where.slider(
@@ -212,6 +224,7 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
         policies = _attempt(problems, _policies, prefix, sweep)
         st.divider()
         temperature = st.slider("Temperature", 0.0, 2.0, step=0.05, key=f"{prefix}.temperature", persist_state=KEEP)
+        drafter = drafter_select(prefix)
         controller = _attempt(problems, _controller, prefix)
         slo = _attempt(problems, _slo, prefix)
         simultaneous = not sweep and st.checkbox(
@@ -233,7 +246,7 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
             policies=policies,
             dataset=dataset,
             num_requests=int(num),
-            config=EngineConfig(engine=engines[0], controller=controller),
+            config=EngineConfig(engine=engines[0], controller=controller, drafter=drafter),
             params=SamplingParams(temperature=float(temperature), max_new_tokens=int(max_new), seed=0),
             slo=slo,
             simultaneous=simultaneous,

@@ -9,11 +9,18 @@ trace's colour from the group's engine. Column names are those of
 
 * ``base``          – size, titles, legend placement, the empty state, grouping;
 * ``over_time``     – throughput, draft length, acceptance, queues, device use against time;
-* ``across_runs``   – latency histograms and CDFs, metrics against load, summary bars;
+* ``across_runs``   – latency histograms and CDFs, metrics against load, summary bars,
+                      acceptance by draft position;
 * ``request_steps`` – one request's drafted and accepted tokens per verify step.
 """
 
-from dashboard.figures.across_runs import cdf_lines, latency_histogram, metric_vs_load, summary_bars
+from dashboard.figures.across_runs import (
+    acceptance_by_position,
+    cdf_lines,
+    latency_histogram,
+    metric_vs_load,
+    summary_bars,
+)
 from dashboard.figures.over_time import (
     acceptance_over_time,
     device_utilisation,
@@ -25,6 +32,7 @@ from dashboard.figures.over_time import (
 from dashboard.figures.request_steps import step_bars
 
 __all__ = [
+    "acceptance_by_position",
     "acceptance_over_time",
     "cdf_lines",
     "device_utilisation",

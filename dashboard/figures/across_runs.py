@@ -1,7 +1,8 @@
-"""Figures that set runs or engines side by side: latency distributions, metrics against load, summary bars.
+"""Figures that set runs or engines side by side: latency distributions, metrics against load, summary bars,
+acceptance by draft position.
 
 Inputs are request frames (``engine`` plus ``metrics.schema`` request columns),
-summary frames, and ``metrics.frames.cdf`` frames with a ``label``.
+summary frames, and ``metrics.frames.cdf`` and ``position_frame`` frames with a ``label``.
 """
 
 from __future__ import annotations
@@ -118,4 +119,40 @@ def summary_bars(summary: pd.DataFrame, metrics: Mapping[str, str], title: str, 
     if not fig.data or summary.empty:
         return waiting(fig, "no runs selected")
     fig.update_layout(barmode="group", showlegend=len(metrics) > 1)
+    return place_legend(fig)
+
+
+def acceptance_by_position(positions: pd.DataFrame, group: str = "label") -> go.Figure:
+    """vLLM's acceptance at each draft position (``per_draft``, accepted / draft steps): one line per run.
+
+    ``positions`` is a ``metrics.frames.position_frame`` (plus a ``label``). The
+    hover adds P(accepted | drafted) (``rate``) and the counts. A run read from
+    files that did not count draft steps has no per-draft values: its legend
+    entry says so rather than drawing a line from another definition.
+    """
+    fig = new_figure("Acceptance by draft position", "draft position", "accepted / draft steps")
+    if positions.empty:
+        return waiting(fig, "no drafted tokens")
+    hover = (
+        "position %{x}"
+        "<br>per draft step (vLLM): %{y:.2f} = %{customdata[1]:d} accepted / %{customdata[3]:d} draft steps"
+        "<br>when drafted: %{customdata[0]:.2f} = %{customdata[1]:d} accepted / %{customdata[2]:d} drafted"
+        "<extra>%{fullData.name}</extra>"
+    )
+    for name, engine, g in groups(positions, group):
+        g = g.sort_values("position")
+        uncounted = g["per_draft"].isna().all()
+        fig.add_trace(
+            go.Scatter(
+                x=g["position"],
+                y=g["per_draft"],
+                name=f"{name} (file without draft-step counts)" if uncounted else name,
+                mode="lines+markers",
+                line={"color": engine_color(engine)},
+                customdata=g[["rate", "accepted", "drafted", "drafts"]].to_numpy(),
+                hovertemplate=hover,
+            )
+        )
+    fig.update_xaxes(tickmode="linear", tick0=1, dtick=1)  # positions are whole numbers
+    fig.update_yaxes(range=[0, 1.02])
     return place_legend(fig)

@@ -27,6 +27,7 @@ import torch
 
 from engine.config import EngineConfig
 from engine.controller import DraftLengthController, LoadSignals, StepObservation, make_controller
+from engine.drafters import make_drafter
 from engine.kv import KVBudget
 from engine.models.pair import ModelPair
 from engine.request import Request, RequestStatus
@@ -35,7 +36,7 @@ from engine.schedulers.admission import kv_reservation, request_problem
 from engine.schedulers.lanes import Lane
 from engine.schedulers.stats import Counters, EngineStats, LaneStats
 from engine.sequence import Sequence
-from engine.stages import DraftBlock, accept_block, draft_block, draft_lengths, prefill_chunk, verify_block
+from engine.stages import DraftBlock, accept_block, draft_lengths, prefill_chunk, verify_block
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class Engine(ABC):
         self.pair = pair
         self.config = config or EngineConfig(engine=self.name)
         self.controller: DraftLengthController = make_controller(self.config.controller)
+        self.drafter = make_drafter(self.config, pair, self.speculative)
         self.budget = KVBudget(self.config.max_cache_tokens)
         self._inbox: queue.SimpleQueue[Request] = queue.SimpleQueue()
         self._waiting: deque[Request] = deque()  # owned by the admitting lane
@@ -199,16 +201,14 @@ class Engine(ABC):
             generator=None if params.greedy else make_generator(params.seed, self.pair.device),
         )
         seq.verifier_kv = self.pair.verifier.new_store(reserved)
-        if self.speculative:
-            seq.draft_kv = self.pair.draft.new_store(reserved)
+        if self.drafter.model is not None:
+            seq.draft_kv = self.drafter.model.new_store(reserved)
         request.mark_admitted()
         return seq
 
     def _prefill(self, seqs: list[Sequence]) -> list[Sequence]:
         """One prefill chunk; returns sequences that completed prefill and are still running."""
-        done = prefill_chunk(
-            self.pair.verifier, self.pair.draft if self.speculative else None, seqs, self.config.prefill_chunk_tokens
-        )
+        done = prefill_chunk(self.pair.verifier, self.drafter.model, seqs, self.config.prefill_chunk_tokens)
         self._count(tokens=len(done))
         self._retire([s for s in done if s.finished])
         return [s for s in done if not s.finished]
@@ -222,7 +222,7 @@ class Engine(ABC):
         rows = SamplingRows.build([s.request.params for s in seqs], [s.generator for s in seqs], self.pair.device)
         start = time.perf_counter()
         gate = self.config.controller.draft_confidence
-        block = draft_block(self.pair.draft, seqs, draft_lengths(seqs, length), rows, gate)
+        block = self.drafter.propose(seqs, draft_lengths(seqs, length), rows, gate)
         block.draft_s = time.perf_counter() - start
         return block
 
