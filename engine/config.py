@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENGINES = ("ar", "baseline", "pd", "pdv")
-CONTROLLERS = ("fixed", "feedback", "goodput")
+CONTROLLERS = ("fixed", "feedback", "goodput", "cost")
 DRAFTERS = ("model", "ngram", "model+ngram")  # engine.drafters: where a speculative engine's proposals come from
 DTYPES = ("float32", "bfloat16", "float16")  # --dtype: one dtype for both models
 

@@ -10,9 +10,13 @@ the decode lane runs it).
   no model forward, and no draft cache at all.
 * ``model+ngram`` – the lookup's proposal where there is one, the draft model for the other rows.
 
-A lookup proposal is a point mass (q = 1 for the proposed token): the
-acceptance rule then accepts it with probability p(token) and, on a rejection,
-samples from p with that token removed, which keeps the output exact.
+A step runs in two halves so that the draft-length controller can weigh what
+each row would get: ``lookups`` finds every row's lookup proposal (free), the
+controller picks each row's length from the row's *source* (``model``,
+``lookup<n>`` for a lookup that matched n tokens, or none), and ``propose``
+drafts. A lookup proposal is a point mass (q = 1 for the proposed token): the
+acceptance rule then accepts it with probability p(token) and, on a
+rejection, samples from p with that token removed, which keeps the output exact.
 """
 
 from __future__ import annotations
@@ -22,70 +26,64 @@ import torch
 
 from engine.config import EngineConfig
 from engine.models.pair import ModelPair
-from engine.ngram import prompt_lookup
+from engine.ngram import NO_LOOKUP, Lookup, prompt_lookup
 from engine.runner import ModelRunner
 from engine.sampling import SamplingRows
 from engine.sequence import Sequence
 from engine.stages import DraftBlock, draft_block
 
+MODEL = "model"  # the source of a row the draft model drafts
+
+
+def lookup_source(match: int) -> str:
+    """The source name of a lookup proposal that matched ``match`` tokens."""
+    return f"lookup{match}"
+
 
 class Drafter:
-    """Proposes up to ``lens[b]`` tokens for each row. Mutates: what ``draft_block`` mutates."""
+    """Lookup proposals where ``lookup`` is set (``(min_n, max_n)``), the draft ``model`` for the other rows."""
 
-    name = "none"
-    model: ModelRunner | None = None  # the draft model whose caches sequences keep, if any
-
-    def __init__(self, vocab_size: int) -> None:
+    def __init__(
+        self, name: str, vocab_size: int, model: ModelRunner | None = None, lookup: tuple[int, int] | None = None
+    ) -> None:
+        self.name = name
         self.vocab_size = vocab_size
+        self.model = model  # the draft model whose caches sequences keep, if any
+        self.lookup = lookup
+
+    def lookups(self, seqs: list[Sequence], caps: list[int]) -> list[Lookup]:
+        """Each row's lookup proposal of at most ``caps[b]`` tokens (``NO_LOOKUP`` where nothing matches)."""
+        if self.lookup is None:
+            return [NO_LOOKUP] * len(seqs)
+        min_n, max_n = self.lookup
+        return [row_lookup(seq, min_n, max_n, cap) for seq, cap in zip(seqs, caps, strict=True)]
+
+    def source(self, found: Lookup) -> str | None:
+        """Where a row's proposal would come from, or ``None`` when it can get none."""
+        if found.tokens:
+            return lookup_source(found.match)
+        return MODEL if self.model is not None else None
 
     def propose(
-        self, seqs: list[Sequence], lens: list[int], rows: SamplingRows, confidence: float | None = None
+        self,
+        seqs: list[Sequence],
+        lens: list[int],
+        found: list[Lookup],
+        rows: SamplingRows,
+        confidence: float | None = None,
     ) -> DraftBlock:
-        return draft_block(None, seqs, [0] * len(seqs), rows)
+        """Draft ``lens[b]`` tokens per row: the first ones of its lookup, or the draft model's.
 
-
-class ModelDrafter(Drafter):
-    name = "model"
-
-    def __init__(self, model: ModelRunner) -> None:
-        super().__init__(model.vocab_size)
-        self.model = model
-
-    def propose(self, seqs, lens, rows, confidence=None) -> DraftBlock:
-        return draft_block(self.model, seqs, lens, rows, confidence)
-
-
-class NgramDrafter(Drafter):
-    name = "ngram"
-
-    def __init__(self, vocab_size: int, min_n: int, max_n: int) -> None:
-        super().__init__(vocab_size)
-        self.min_n, self.max_n = min_n, max_n
-
-    def lookups(self, seqs: list[Sequence], lens: list[int]) -> list[list[int]]:
-        """Each row's lookup proposal (at most ``lens[b]`` tokens; [] where nothing matches)."""
-        return [lookup(seq, self.min_n, self.max_n, n) if n > 0 else [] for seq, n in zip(seqs, lens, strict=True)]
-
-    def propose(self, seqs, lens, rows, confidence=None) -> DraftBlock:
-        block = draft_block(None, seqs, [0] * len(seqs), rows)
-        return with_point_masses(block, self.lookups(seqs, lens), self.vocab_size)
-
-
-class ModelNgramDrafter(NgramDrafter):
-    name = "model+ngram"
-
-    def __init__(self, model: ModelRunner, min_n: int, max_n: int) -> None:
-        super().__init__(model.vocab_size, min_n, max_n)
-        self.model = model
-
-    def propose(self, seqs, lens, rows, confidence=None) -> DraftBlock:
-        found = self.lookups(seqs, lens)
-        model_lens = [0 if proposal else n for proposal, n in zip(found, lens, strict=True)]
+        Mutates: what ``draft_block`` mutates (rows the model drafts).
+        """
+        lookups = [f.tokens[:n] for f, n in zip(found, lens, strict=True)]
+        model_lens = [0 if f.tokens or self.model is None else n for f, n in zip(found, lens, strict=True)]
         block = draft_block(self.model, seqs, model_lens, rows, confidence)
-        return with_point_masses(block, found, self.vocab_size)
+        block.sources = [self.source(f) if n > 0 else None for f, n in zip(found, lens, strict=True)]
+        return with_point_masses(block, lookups, self.vocab_size)
 
 
-def lookup(seq: Sequence, min_n: int, max_n: int, k: int) -> list[int]:
+def row_lookup(seq: Sequence, min_n: int, max_n: int, k: int) -> Lookup:
     """The lookup over ``seq``'s prompt and every token emitted so far (the last one is ``pending``)."""
     request = seq.request
     context = np.asarray(request.prompt_token_ids + request.output_token_ids, dtype=np.int64)
@@ -119,10 +117,12 @@ def with_point_masses(block: DraftBlock, proposals: list[list[int]], vocab_size:
 
 def make_drafter(config: EngineConfig, pair: ModelPair, speculative: bool = True) -> Drafter:
     """The drafter ``config.drafter`` names (``none`` for an engine that does not speculate)."""
+    vocab = pair.verifier.vocab_size
+    lookup = (config.prompt_lookup_min, config.prompt_lookup_max)
     if not speculative:
-        return Drafter(pair.verifier.vocab_size)
+        return Drafter("none", vocab)
     if config.drafter == "model":
-        return ModelDrafter(pair.draft)
+        return Drafter("model", vocab, model=pair.draft)
     if config.drafter == "ngram":
-        return NgramDrafter(pair.verifier.vocab_size, config.prompt_lookup_min, config.prompt_lookup_max)
-    return ModelNgramDrafter(pair.draft, config.prompt_lookup_min, config.prompt_lookup_max)
+        return Drafter("ngram", vocab, lookup=lookup)
+    return Drafter("model+ngram", vocab, model=pair.draft, lookup=lookup)

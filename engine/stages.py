@@ -9,7 +9,7 @@ says what it mutates. None of them knows about threads, queues or streams.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 
 import torch
@@ -112,6 +112,7 @@ class DraftBlock:
     ready_event: object | None = None  # CUDA event marking the block's tensors as written
     draft_s: float = 0.0  # wall time of the draft forwards
     emitted_before: int = 0  # tokens the rows had emitted before this block
+    sources: list[str | None] = field(default_factory=list)  # [B] where each row's proposal came from
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The device tensors the draft lane made for the block (the verify lane reads them)."""

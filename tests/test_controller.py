@@ -5,7 +5,8 @@ import random
 import pytest
 
 from engine.config import ControllerConfig
-from engine.controller import LoadSignals, StepObservation, expected_tokens, make_controller
+from engine.controllers.base import LoadSignals, StepObservation, expected_tokens
+from engine.controllers.registry import make_controller
 
 CALM = LoadSignals(verify_queue=0, decode_p95_ms=10.0, batch_size=4)
 

@@ -15,12 +15,13 @@ from tests.test_engine_sampling import merged_chisquare, second_token_marginal
 
 
 def lookup(tokens: list[int], min_n: int = 1, max_n: int = 3, k: int = 4) -> list[int]:
-    return prompt_lookup(np.array(tokens), min_n, max_n, k)
+    return prompt_lookup(np.array(tokens), min_n, max_n, k).tokens
 
 
 def test_the_longest_matching_suffix_wins():
     # suffix [2, 3] occurs at 1 (followed by 9) and [3] alone at 6 (followed by 7): the 2-gram wins
     assert lookup([1, 2, 3, 9, 9, 5, 3, 7, 2, 3]) == [9, 9, 5, 3]
+    assert prompt_lookup(np.array([1, 2, 3, 9, 9, 5, 3, 7, 2, 3]), 1, 3, 4).match == 2
 
 
 def test_the_latest_earlier_occurrence_wins():
@@ -131,7 +132,7 @@ def test_the_draft_cache_stays_in_step_with_lookup_steps_in_between(tiny_pair):
     running = eng._prefill([seq])
     kept_lookups = 0  # steps whose lookup proposal was (partly) accepted: the draft model never saw those tokens
     while running:
-        looked_up = bool(eng.drafter.lookups(running, [4])[0])
+        looked_up = bool(eng.drafter.lookups(running, [4])[0].tokens)
         running = eng._step(running)
         kept_lookups += looked_up and request.steps[-1].accepted > 0
         if running:  # a finished sequence has released its caches

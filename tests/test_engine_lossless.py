@@ -62,7 +62,7 @@ def run(pair, engine, config=None, requests=None):
 
 
 @pytest.mark.parametrize("engine", ["ar", "baseline", "pd", "pdv"])
-@pytest.mark.parametrize("controller", ["fixed", "feedback", "goodput"])
+@pytest.mark.parametrize("controller", ["fixed", "feedback", "goodput", "cost"])
 def test_greedy_output_matches_verifier_alone(tiny_pair, references, engine, controller):
     config = EngineConfig(engine=engine, controller=ControllerConfig(kind=controller))
     requests, _ = run(tiny_pair, engine, config)

@@ -25,8 +25,10 @@ from dataclasses import replace
 
 import torch
 
-from engine.config import EngineConfig
-from engine.controller import DraftLengthController, LoadSignals, StepObservation, make_controller
+from engine.config import ControllerConfig, EngineConfig
+from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, StepObservation
+from engine.controllers.profile import profile_for
+from engine.controllers.registry import make_controller
 from engine.drafters import make_drafter
 from engine.kv import KVBudget
 from engine.models.pair import ModelPair
@@ -50,8 +52,11 @@ class Engine(ABC):
     def __init__(self, pair: ModelPair, config: EngineConfig | None = None) -> None:
         self.pair = pair
         self.config = config or EngineConfig(engine=self.name)
-        self.controller: DraftLengthController = make_controller(self.config.controller)
         self.drafter = make_drafter(self.config, pair, self.speculative)
+        # an engine that does not speculate keeps a fixed controller only to report no draft length
+        controls = self.config.controller if self.speculative else ControllerConfig()
+        profile = profile_for(self.config, pair, self.drafter)
+        self.controller: DraftLengthController = make_controller(controls, profile)
         self.budget = KVBudget(self.config.max_cache_tokens)
         self._inbox: queue.SimpleQueue[Request] = queue.SimpleQueue()
         self._waiting: deque[Request] = deque()  # owned by the admitting lane
@@ -214,15 +219,20 @@ class Engine(ABC):
         return [s for s in done if not s.finished]
 
     def _draft(self, seqs: list[Sequence], verify_queue: int = 0) -> DraftBlock:
-        """Choose L with the controller and draft a block for ``seqs``."""
-        length = 0
-        if self.speculative:
-            p95 = self._decode_p95_ms()
-            length = self.controller.next_length(LoadSignals(verify_queue, p95, len(seqs)))
+        """Find lookups, choose each row's L with the controller, and draft a block for ``seqs``."""
         rows = SamplingRows.build([s.request.params for s in seqs], [s.generator for s in seqs], self.pair.device)
         start = time.perf_counter()
-        gate = self.config.controller.draft_confidence
-        block = self.drafter.propose(seqs, draft_lengths(seqs, length), rows, gate)
+        caps = draft_lengths(seqs, self.config.controller.max_len if self.speculative else 0)
+        found = self.drafter.lookups(seqs, caps)
+        lens = [0] * len(seqs)
+        if self.speculative:
+            signals = LoadSignals(verify_queue, self._decode_p95_ms(), len(seqs))
+            options = [
+                RowOption(self.drafter.source(f), len(f.tokens) if f.tokens else cap)
+                for f, cap in zip(found, caps, strict=True)
+            ]
+            lens = self.controller.lengths(signals, options)
+        block = self.drafter.propose(seqs, lens, found, rows, self.config.controller.draft_confidence)
         block.draft_s = time.perf_counter() - start
         return block
 
@@ -232,24 +242,13 @@ class Engine(ABC):
         target = verify_block(self.pair.verifier, block)
         finished = accept_block(block, target, record_steps=self.speculative)
         verify_s = time.perf_counter() - start
-        drafted = sum(block.lens)
-        accepted = sum(s.request.steps[-1].accepted for s in block.seqs) if self.speculative else 0
         emitted = sum(s.request.num_output_tokens for s in block.seqs)
-        self._count(tokens=emitted - block.emitted_before, drafted=drafted, accepted=accepted)
-        if self.speculative:
-            cut = sum(s.request.steps[-1].accepted < n for s, n in zip(block.seqs, block.lens, strict=True))
-            self.controller.observe(
-                StepObservation(
-                    batch_size=len(block.seqs),
-                    draft_len=max(block.lens, default=0),
-                    drafted=drafted,
-                    accepted=accepted,
-                    draft_s=block.draft_s,
-                    verify_s=verify_s,
-                    rejected=cut,
-                    draft_positions=max(block.forwards, default=0),
-                )
-            )
+        if not self.speculative:
+            self._count(tokens=emitted - block.emitted_before)
+        else:
+            observation = StepObservation.of(block, [s.request.steps[-1].accepted for s in block.seqs], verify_s)
+            self._count(emitted - block.emitted_before, observation.drafted, observation.accepted)
+            self.controller.observe(observation)
         self._retire(finished)
         return [s for s in block.seqs if not s.finished]
 
