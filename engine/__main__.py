@@ -1,10 +1,14 @@
-"""``python -m engine generate``: one prompt through one engine.
+"""``python -m engine generate``: one prompt through one engine; ``python -m engine profile``: step costs.
 
-Prints the text (or, with ``--json``, one JSON object) and the speculative
+``generate`` prints the text (or, with ``--json``, one JSON object) and the speculative
 counters. ``elapsed_s`` covers generation only, not model loading;
 ``weights_mb`` counts every distinct tensor of both models once (a draft that
 shares the verifier's embedding does not count it twice) and ``rss_mb`` is the
 process's resident memory after generating.
+
+``profile`` prints the step cost profile the ``cost`` controller reads for a
+model pair on this machine (measuring it first if it is not cached) and where
+it is cached.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     add_model_args(gen)
     add_sampling_args(gen)
     add_engine_args(gen)
+    prof = sub.add_parser("profile", help="print (measuring once) the step cost profile of a model pair")
+    add_model_args(prof)
+    add_engine_args(prof)
     return parser
 
 
@@ -81,10 +88,24 @@ def generate(args: argparse.Namespace) -> dict:
     }
 
 
+def profile(args: argparse.Namespace) -> str:
+    from engine.controllers.profile import load_or_measure, profile_path
+    from engine.models.pair import load_model_pair
+
+    config = engine_config_from_args(args, "baseline")
+    pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
+    shape = (config.max_batch_size, config.controller.max_len + 1, config.drafter != "ngram")
+    table = load_or_measure(pair, *shape).table()
+    return f"{table}\n(milliseconds per forward; cached in {profile_path(pair, *shape)})"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
+        if args.command == "profile":
+            print(profile(args))
+            return 0
         result = generate(args)
     except (ModelLoadError, ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -98,3 +98,13 @@ def test_the_profile_is_measured_once_per_machine_and_pair(tiny_pair, tmp_path, 
     monkeypatch.setattr("engine.controllers.profile.measure", refuse)
     assert load_or_measure(tiny_pair, max_batch=4, max_tokens=3, with_draft=True) == first
     assert "verify t=3" in first.table()
+
+
+def test_the_profile_command_prints_the_table_and_where_it_is_cached(tmp_path, monkeypatch, capsys):
+    from engine.__main__ import main
+
+    monkeypatch.setenv("PDV_CACHE_DIR", str(tmp_path))
+    argv = ["profile", "--preset", "tiny", "--max-batch-size", "2", "--max-draft-len", "2", "--draft-len", "2"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "verify t=3" in printed and str(tmp_path / "profiles") in printed
