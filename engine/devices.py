@@ -12,8 +12,10 @@ Verified on a GPU: not yet (see docs/architecture.md, "CPU and GPU").
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -79,3 +81,14 @@ class LaneStream:
         """Order this stream after ``event`` (from another lane); the host does not block."""
         if self._cuda and event is not None:
             self.stream.wait_event(event)
+
+
+def cpu_name() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``), else what the platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"

@@ -11,7 +11,7 @@ from engine.request import Request
 from engine.schedulers.registry import make_engine
 from tests.conftest import hf_greedy
 from tests.test_engine_lossless import PROMPTS
-from tests.test_engine_sampling import merged_chisquare, second_token_marginal
+from tests.test_engine_sampling import merged_chisquare, second_token_marginal, seeded_samples
 
 
 def lookup(tokens: list[int], min_n: int = 1, max_n: int = 3, k: int = 4) -> list[int]:
@@ -75,23 +75,11 @@ def test_the_ngram_drafter_never_runs_the_draft_model(tiny_pair):
 
 
 def sampled_second_tokens(pair, engine: str, drafter: str, prompt: list[int], trials: int = 800) -> list[Request]:
+    controller = ControllerConfig(draft_len=3)
     config = EngineConfig(
-        engine=engine,
-        drafter=drafter,
-        prompt_lookup_min=1,
-        prompt_lookup_max=1,
-        controller=ControllerConfig(draft_len=3),
+        engine=engine, controller=controller, drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=1
     )
-    eng = make_engine(engine, pair, config)
-    requests = [
-        Request(f"s{i}", prompt, SamplingParams(temperature=1.0, max_new_tokens=4, seed=i, stop_token_ids=()))
-        for i in range(trials)
-    ]
-    try:
-        eng.generate(requests, timeout=300)
-    finally:
-        eng.stop()
-    return requests
+    return seeded_samples(pair, config, prompt, trials)
 
 
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])

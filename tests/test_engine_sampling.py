@@ -35,12 +35,9 @@ def merged_chisquare(counts: np.ndarray, probs: np.ndarray, min_expected: float 
     return chisquare(obs, exp).pvalue
 
 
-def sampled_second_tokens(
-    pair, engine: str, prompt: list[int], trials: int = 800, confidence: float | None = None
-) -> np.ndarray:
-    """Counts of the second output token over ``trials`` seeded samples (T = 1, L = 3) through ``engine``."""
-    config = EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3, draft_confidence=confidence))
-    eng = make_engine(engine, pair, config)
+def seeded_samples(pair, config: EngineConfig, prompt: list[int], trials: int) -> list[Request]:
+    """``trials`` requests for ``prompt`` sampled at T = 1 with seeds 0.., 4 tokens each, through ``config``."""
+    eng = make_engine(config.engine, pair, config)
     requests = [
         Request(f"s{i}", prompt, SamplingParams(temperature=1.0, max_new_tokens=4, seed=i, stop_token_ids=()))
         for i in range(trials)
@@ -49,6 +46,15 @@ def sampled_second_tokens(
         eng.generate(requests, timeout=300)
     finally:
         eng.stop()
+    return requests
+
+
+def sampled_second_tokens(
+    pair, engine: str, prompt: list[int], trials: int = 800, confidence: float | None = None
+) -> np.ndarray:
+    """Counts of the second output token over ``trials`` seeded samples (T = 1, L = 3) through ``engine``."""
+    config = EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3, draft_confidence=confidence))
+    requests = seeded_samples(pair, config, prompt, trials)
     # the second token went through speculation: proposed by the draft, or (gated) left to the verifier
     proposed = sum(r.steps[0].draft_len > 0 for r in requests)
     if confidence:

@@ -141,7 +141,11 @@ def _controller(prefix: str) -> ControllerConfig:
         CONTROLLERS,
         key=f"{prefix}.controller",
         persist_state=KEEP,
-        help="fixed: L never changes; feedback: follows acceptance and queues; goodput: maximises expected tokens/s",
+        help=(
+            "fixed: L never changes; feedback: follows acceptance and queues; goodput: maximises expected tokens/s "
+            "from costs measured online; cost: per step and per source of proposals, from this machine's measured "
+            "step costs (measured once per model pair, then cached)"
+        ),
     )
     if kind == "fixed":
         length = st.slider("Draft length L", 0, 16, key=f"{prefix}.draft_len", persist_state=KEEP)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import platform
 import time
 from bisect import bisect_left
 from dataclasses import asdict, dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 import torch
 
 from engine.config import EngineConfig
+from engine.devices import cpu_name
 from engine.drafters import Drafter
 from engine.models.gguf_cache import cache_root
 from engine.models.pair import ModelPair
@@ -109,7 +109,7 @@ def measure(pair: ModelPair, max_batch: int, max_tokens: int, with_draft: bool) 
 
 def machine_key(pair: ModelPair) -> dict[str, str]:
     return {
-        "cpu": _cpu_name(),
+        "cpu": cpu_name(),
         "device": str(pair.device),
         "torch": torch.__version__,
         "threads": str(torch.get_num_threads()),
@@ -118,16 +118,6 @@ def machine_key(pair: ModelPair) -> dict[str, str]:
         "preset": str(pair.source.get("preset", "")),
         "dtype": f"{pair.verifier.dtype}/{pair.draft.dtype}",
     }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def profile_path(pair: ModelPair, max_batch: int, max_tokens: int, with_draft: bool) -> Path:

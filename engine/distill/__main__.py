@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from engine.devices import cpu_name
 from engine.distill.card import STATS, dir_size, write_record
 from engine.distill.config import DistillConfig, torch_dtype
 from engine.distill.data import choose_vocabulary, split_prompts
@@ -67,16 +68,6 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, D
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     torch.manual_seed(seed)
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def probes(args, out: Path, verifier, eval_samples, train_prompts, cfg: DistillConfig, eos_id: int, pad_id: int):
