@@ -1,4 +1,5 @@
-"""``python -m engine generate``: one prompt through one engine; ``python -m engine profile``: step costs.
+"""``python -m engine generate``: one prompt through one engine; ``python -m engine profile``: step costs;
+``python -m engine serve``: one engine behind an OpenAI-compatible HTTP API (``engine.serve``).
 
 ``generate`` prints the text (or, with ``--json``, one JSON object) and the speculative
 counters. ``elapsed_s`` covers generation only, not model loading;
@@ -45,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
     prof = sub.add_parser("profile", help="print (measuring once) the step cost profile of a model pair")
     add_model_args(prof)
     add_engine_args(prof)
+    srv = sub.add_parser("serve", help="serve one engine with an OpenAI-compatible API (/v1/completions, ...)")
+    srv.add_argument("--engine", choices=ENGINES, default="baseline", help="engine (default: %(default)s)")
+    srv.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s, this machine only)")
+    srv.add_argument("--port", type=int, default=8000, help="port (default: %(default)s; 0 = any free port)")
+    srv.add_argument("--served-model-name", default=None, help="model name in the API (default: the preset's name)")
+    srv.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY on /v1 (default: none)")
+    add_model_args(srv)
+    add_engine_args(srv)
     return parser
 
 
@@ -105,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "profile":
             print(profile(args))
+            return 0
+        if args.command == "serve":
+            from engine.serve.server import serve
+
+            serve(args)
             return 0
         result = generate(args)
     except (ModelLoadError, ValueError, RuntimeError) as exc:

@@ -31,6 +31,7 @@ class Sequence:
     pending: int | None = None  # last emitted token, not yet in the verifier cache
     draft_pending: list[int] = field(default_factory=list)
     handoff_event: object | None = None  # CUDA event of the last lane that wrote this sequence's caches
+    released: bool = False  # caches and KV budget handed back (engine ``_retire``)
 
     @property
     def prompt_len(self) -> int:
@@ -55,3 +56,4 @@ class Sequence:
                 keep_for_current_stream(store.keys, store.values)
         self.verifier_kv = None
         self.draft_kv = None
+        self.released = True

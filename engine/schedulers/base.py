@@ -102,6 +102,10 @@ class Engine(ABC):
         self._notify()
         return request
 
+    def cancel(self, request: Request, reason: str = "cancelled by the client") -> None:
+        """End ``request`` CANCELLED from any thread (if not ended yet); its lane frees its caches next step."""
+        self._end(request, RequestStatus.CANCELLED, reason)
+
     def stop(self, timeout: float = 5.0) -> None:
         """Cancel unfinished requests and join every lane thread."""
         with self._lock:
@@ -213,10 +217,10 @@ class Engine(ABC):
 
     def _prefill(self, seqs: list[Sequence]) -> list[Sequence]:
         """One prefill chunk; returns sequences that completed prefill and are still running."""
-        done = prefill_chunk(self.pair.verifier, self.drafter.model, seqs, self.config.prefill_chunk_tokens)
+        live = [s for s in seqs if not s.finished]  # a request cancelled meanwhile gets no more prefill
+        done = prefill_chunk(self.pair.verifier, self.drafter.model, live, self.config.prefill_chunk_tokens)
         self._count(tokens=len(done))
-        self._retire([s for s in done if s.finished])
-        return [s for s in done if not s.finished]
+        return self._retire(done)
 
     def _draft(self, seqs: list[Sequence], verify_queue: int = 0) -> DraftBlock:
         """Find lookups, choose each row's L with the controller, and draft a block for ``seqs``."""
@@ -240,7 +244,7 @@ class Engine(ABC):
         """Verify and accept a block; returns the sequences still running."""
         start = time.perf_counter()
         target = verify_block(self.pair.verifier, block)
-        finished = accept_block(block, target, record_steps=self.speculative)
+        accept_block(block, target, record_steps=self.speculative)
         verify_s = time.perf_counter() - start
         emitted = sum(s.request.num_output_tokens for s in block.seqs)
         if not self.speculative:
@@ -249,8 +253,7 @@ class Engine(ABC):
             observation = StepObservation.of(block, [s.request.steps[-1].accepted for s in block.seqs], verify_s)
             self._count(emitted - block.emitted_before, observation.drafted, observation.accepted)
             self.controller.observe(observation)
-        self._retire(finished)
-        return [s for s in block.seqs if not s.finished]
+        return self._retire(block.seqs)
 
     def _step(self, seqs: list[Sequence], verify_queue: int = 0) -> list[Sequence]:
         """Draft + verify + accept atomically (Baseline, PD, PDV hybrid mode)."""
@@ -270,14 +273,20 @@ class Engine(ABC):
             self._counters.drafted += drafted
             self._counters.accepted += accepted
 
-    def _retire(self, seqs: list[Sequence]) -> None:
-        """Release finished sequences' caches and budget."""
+    def _retire(self, seqs: list[Sequence]) -> list[Sequence]:
+        """Free the caches and budget of sequences whose requests ended (on any thread: ``cancel``); return the rest.
+        Each state is read once, so a lane drops sequences only through here; releasing twice is a no-op."""
+        running = []
         for seq in seqs:
-            seq.release()
-            self.budget.release(seq.reserved_tokens)
-            with self._lock:
-                if self._live.pop(id(seq.request), None) is not None:
-                    self._counters.finished += 1
+            if not seq.finished:
+                running.append(seq)
+            elif not seq.released:
+                seq.release()
+                self.budget.release(seq.reserved_tokens)
+                with self._lock:
+                    if self._live.pop(id(seq.request), None) is not None:
+                        self._counters.finished += 1
+        return running
 
     def _fail(self, seqs: list[Sequence], exc: BaseException) -> None:
         """End ``seqs`` as failed with the error text; the engine keeps serving others."""

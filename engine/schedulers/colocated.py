@@ -47,7 +47,7 @@ class BaselineEngine(Engine):
                 except Exception as exc:
                     self._fail(batch, exc)
                     ready = []
-                self._prefilling = [s for s in self._prefilling if not s.prefill_done and not s.finished]
+                self._prefilling = self._retire([s for s in self._prefilling if not s.prefill_done])
                 self._running += ready
             if self._running:
                 batch = self._running

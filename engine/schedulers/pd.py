@@ -70,7 +70,7 @@ class PDEngine(Engine):
                 self._fail(batch, exc)
                 ready = []
             event = stream.record()
-        self._prefilling = [s for s in self._prefilling if not s.prefill_done and not s.finished]
+        self._prefilling = self._retire([s for s in self._prefilling if not s.prefill_done])
         for seq in ready:
             seq.handoff_event = event
         self._hand_to_decode(ready)
