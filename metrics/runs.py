@@ -27,6 +27,7 @@ from metrics.schema import (
     SUMMARY_COLUMNS,
     SUMMARY_CSV,
     TEXT_COLUMNS,
+    TIMESERIES_ADDED,
     TIMESERIES_COLUMNS,
     TIMESERIES_CSV,
 )
@@ -82,6 +83,9 @@ def read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
         keep_default_na=False,
         na_values=[""],
     )
+    missing = columns[len(df.columns) :]
+    if tuple(df.columns) == columns[: len(df.columns)] and set(missing) <= set(TIMESERIES_ADDED):
+        df = df.assign(**{c: float("nan") for c in missing})  # written before these columns existed
     if tuple(df.columns) != columns:
         raise RunFilesError(f"{path} does not have the expected columns")
     return normalize(df, columns)

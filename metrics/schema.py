@@ -30,7 +30,10 @@ REQUEST_COLUMNS = (
 TIMESERIES_COLUMNS = (
     "run_id", "engine", "concurrency", "t_s", "tokens_per_s", "running", "queue_prefill", "queue_decode",
     "queue_verify", "draft_len", "acceptance_rate", "gpu_util", "gpu_mem_util", "cpu_util", "rss_mb",
+    "waiting", "kv_cache_usage", "mean_acceptance_length",
 )  # fmt: skip
+# Columns added to a file after its first version: a file written before them is read with them empty.
+TIMESERIES_ADDED = ("waiting", "kv_cache_usage", "mean_acceptance_length")
 
 SUMMARY_COLUMNS = (
     "run_id", "engine", "concurrency", "request_rate", "num_requests", "completed", "failed", "duration_s",

@@ -13,6 +13,11 @@ the previous snapshot (``t_s`` is the window's end, seconds since the run's star
 * **draft_len** – the controller's current draft length (``None`` for AR).
 * **acceptance_rate** – accepted / drafted tokens within the window; ``None``
   when nothing was drafted in it.
+* **mean_acceptance_length** – 1 + accepted / drafts within the window (vLLM's
+  definition: drafts are steps that drafted, the bonus token included), from
+  sources that count drafts (an endpoint's ``/metrics``); otherwise ``None``.
+* **kv_cache_usage** – KV cache in use, 0..1, from sources that report it (an
+  endpoint's ``vllm:kv_cache_usage_perc``); otherwise ``None``.
 * **busy_<lane>** – share of the window the lane's thread spent working (delta
   of ``busy_s`` / window length), ``None`` for a missing lane.
 * device counters – see ``metrics.device``.
@@ -30,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from metrics.device_types import DeviceProbe, DeviceSample
 
@@ -71,13 +76,26 @@ class EngineStatsLike(Protocol):
     def accepted(self) -> int: ...
 
 
+@runtime_checkable
+class ServerStatsLike(EngineStatsLike, Protocol):
+    """A snapshot that also reports what only a server's ``/metrics`` gives (``workloads.endpoint_engine``).
+
+    ``running`` and ``waiting`` may be ``None`` there: a server whose ``/metrics`` does not answer.
+    """
+
+    @property
+    def kv_cache_usage(self) -> float | None: ...
+    @property
+    def drafts(self) -> int | None: ...
+
+
 @dataclass(frozen=True)
 class TimeseriesRow:
     t_s: float
     window_s: float
     tokens_per_s: float
-    running: int
-    waiting: int
+    running: int | None  # None: the source did not say (an endpoint whose /metrics does not answer)
+    waiting: int | None
     queue_prefill: int | None
     queue_decode: int | None
     queue_verify: int | None
@@ -93,6 +111,18 @@ class TimeseriesRow:
     dram_bw_util: float | None
     cpu_util: float | None
     rss_mb: float
+    kv_cache_usage: float | None = None
+    mean_acceptance_length: float | None = None
+
+
+def _server_fields(prev: EngineStatsLike, cur: EngineStatsLike) -> tuple[float | None, float | None]:
+    """(kv_cache_usage, mean_acceptance_length) of the window, from a ``ServerStatsLike`` source."""
+    if not isinstance(cur, ServerStatsLike) or not isinstance(prev, ServerStatsLike):
+        return None, None
+    length = None
+    if cur.drafts is not None and prev.drafts is not None and cur.drafts > prev.drafts:
+        length = 1 + (cur.accepted - prev.accepted) / (cur.drafts - prev.drafts)
+    return cur.kv_cache_usage, length
 
 
 def make_row(prev: EngineStatsLike, cur: EngineStatsLike, device: DeviceSample, t0: float) -> TimeseriesRow | None:
@@ -114,6 +144,7 @@ def make_row(prev: EngineStatsLike, cur: EngineStatsLike, device: DeviceSample, 
         return min(1.0, max(0.0, spent / window))
 
     drafted = cur.drafted - prev.drafted
+    kv_cache_usage, mean_acceptance_length = _server_fields(prev, cur)
     return TimeseriesRow(
         t_s=cur.time - t0,
         window_s=window,
@@ -135,6 +166,8 @@ def make_row(prev: EngineStatsLike, cur: EngineStatsLike, device: DeviceSample, 
         dram_bw_util=device.dram_bw_util,
         cpu_util=device.cpu_util,
         rss_mb=device.rss_mb,
+        kv_cache_usage=kv_cache_usage,
+        mean_acceptance_length=mean_acceptance_length,
     )
 
 

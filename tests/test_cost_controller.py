@@ -108,3 +108,15 @@ def test_the_profile_command_prints_the_table_and_where_it_is_cached(tmp_path, m
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "verify t=3" in printed and str(tmp_path / "profiles") in printed
+
+
+def test_a_step_overhead_beyond_the_forwards_favours_longer_drafts():
+    # each proposed token adds 5 ms to a 10 ms verify: at alpha 0.4 that does not pay on the forwards alone,
+    # but once every step also spends 40 ms outside the forwards, 1.4 tokens per step do
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=5.0))
+    teach(ctrl, "lookup2", alpha=0.4)
+    assert ctrl.lengths(CALM, [RowOption("lookup2", 4)]) == [0]
+    for _ in range(100):  # steps that each took 40 ms more than their forwards
+        ctrl.observe(StepObservation(batch_size=1, draft_len=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.05))
+    assert ctrl.overhead_s == pytest.approx(0.04, rel=0.01)
+    assert ctrl.lengths(CALM, [RowOption("lookup2", 4)])[0] > 0

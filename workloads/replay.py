@@ -34,7 +34,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from engine.config import EngineConfig, SamplingParams
+from engine.config import ENGINES, EngineConfig, SamplingParams
 from engine.devices import pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
 from metrics.device import open_probe
@@ -161,7 +161,8 @@ def replay(
         if event.finished:
             clock.wake()
 
-    eng = engine_factory(engine, pair, replace(config, engine=engine))
+    # an endpoint's label is no engine name: its config is not the engine's
+    eng = engine_factory(engine, pair, replace(config, engine=engine) if engine in ENGINES else config)
     own_probe = probe is None
     probe = probe if probe is not None else open_probe(str(pair.device), pci_bus_id=pci_bus_id(pair.device))
     requests = [_request(item, i, params, on_event) for i, item in enumerate(items)]
@@ -231,7 +232,7 @@ def replay(
         metrics=metrics,
         timeseries=rows,
         summary=summarize(key, metrics, duration, slo),
-        outputs=tuple(_output(key, r, pair) for r in submitted),
+        outputs=tuple(_output(key, r, pair, getattr(eng, "response_text", None)) for r in submitted),
         positions=position_acceptance(r.steps for r in submitted),
         probe=probe.info,
         started_at=started_at,
@@ -239,6 +240,7 @@ def replay(
         planned=len(items),
         stop_reason=stop_reason,
         engine_error=getattr(eng, "fatal_error", None) or stuck,
+        endpoint=eng.describe() if hasattr(eng, "describe") else None,
     )
     live.end(result)
     if progress:
@@ -266,14 +268,16 @@ def _shut_down(sampler: TimeseriesSampler | None, eng: Any, probe: DeviceProbe |
     return rows, stuck
 
 
-def _output(key: RunKey, request: Request, pair: PairLike) -> RequestOutput:
-    text = pair.tokenizer.decode(request.output_token_ids, skip_special_tokens=True)
+def _output(
+    key: RunKey, request: Request, pair: PairLike, response_text: Callable[[Request], str | None] | None
+) -> RequestOutput:
+    """An engine's output ids and their text; a server's text (``response_text``) and its tokenization."""
+    text = None if response_text is None else response_text(request)
+    if text is None:
+        ids = tuple(request.output_token_ids)
+        text = pair.tokenizer.decode(ids, skip_special_tokens=True)
+    else:
+        ids = tuple(pair.tokenizer(text, add_special_tokens=False).input_ids)
     return RequestOutput(
-        key.run_id,
-        key.engine,
-        request.request_id,
-        request.prompt,
-        tuple(request.prompt_token_ids),
-        tuple(request.output_token_ids),
-        text,
+        key.run_id, key.engine, request.request_id, request.prompt, tuple(request.prompt_token_ids), ids, text
     )

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NoReturn, TypeVar
 
 from conversations.sharegpt_file import BUNDLED
-from engine.config import ENGINES
+from engine.config import ENGINES, EngineConfig
 from engine.flags import (
     add_engine_args,
     add_model_args,
@@ -26,6 +26,7 @@ from metrics.export import check_appendable
 from metrics.summary import SLO
 from metrics.timeseries import DEFAULT_HZ
 from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
+from workloads.endpoint_spec import DEFAULT_LABEL, ENDPOINT_TYPES, EndpointSpec
 from workloads.synthetic import LengthSpec
 from workloads.trace import SYNTHETIC, DatasetSpec
 
@@ -74,7 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("replay", help="replay one trace on every engine and load point")
     p.prog = "python -m workloads replay"
     add = p.add_argument
-    add("--engines", default=",".join(ENGINES), help=f"comma list of {','.join(ENGINES)} (default: all)")
+    add("--engines", help=f"comma list of {','.join(ENGINES)} (default: all; none with --endpoint)")
+    server = p.add_argument_group("endpoint (an OpenAI-compatible server, run after the engines)")
+    server.add_argument("--endpoint", help="server base URL, e.g. http://127.0.0.1:8000/v1")
+    server.add_argument("--model", help="the model name the server serves (required with --endpoint)")
+    server.add_argument("--label", default=DEFAULT_LABEL, help="its name in the run files (default: %(default)s)")
+    server.add_argument("--api-key", help="sent as Authorization: Bearer KEY; never written to the run files")
+    server.add_argument("--endpoint-type", choices=ENDPOINT_TYPES, default="completions", help="API to call")
     load = p.add_argument_group("load (closed loop by default)")
     load.add_argument("--concurrency", help="comma list of closed-loop concurrencies (default 1,4,16)")
     load.add_argument("--rates", help="comma list of open-loop request rates per second (inf = all at once)")
@@ -123,9 +130,12 @@ def plan_from_args(args: argparse.Namespace):
     from workloads.sweep import SweepPlan
 
     try:
-        engines = tuple(dict.fromkeys(_list(args.engines, str, "--engines")))
+        endpoints = _endpoints(args)
+        default = "" if endpoints else ",".join(ENGINES)
+        engines = tuple(dict.fromkeys(_list(args.engines, str, "--engines"))) if args.engines else ()
+        engines = engines or tuple(e for e in default.split(",") if e)
         policies = _policies(args)
-        config = engine_config_from_args(args, engines[0])
+        config = engine_config_from_args(args, engines[0] if engines else EngineConfig().engine)
         params = sampling_from_args(args, seed=args.seed)
         slo = SLO(args.ttft_slo_ms, args.tpot_slo_ms)
         if args.num_requests < 1:
@@ -145,9 +155,22 @@ def plan_from_args(args: argparse.Namespace):
             args.sample_hz,
             args.warmup,
             args.timeout_s,
+            endpoints,
         )
         out = Path(args.out) if args.out else Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
         check_appendable(out)
     except (ValueError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from exc
     return plan, dataset, out
+
+
+def _endpoints(args: argparse.Namespace) -> tuple[EndpointSpec, ...]:
+    """The ``--endpoint`` server, if any; its flags without it are a usage error."""
+    if args.endpoint is None:
+        given = [flag for flag, value in (("--model", args.model), ("--api-key", args.api_key)) if value]
+        if given or args.label != DEFAULT_LABEL or args.endpoint_type != "completions":
+            raise UsageError(f"{', '.join(given) or '--label or --endpoint-type'} only applies with --endpoint URL")
+        return ()
+    if not args.model:
+        raise UsageError("--endpoint needs --model NAME: the model name the server serves")
+    return (EndpointSpec(args.endpoint, args.model, args.label, args.api_key, args.endpoint_type),)

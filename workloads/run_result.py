@@ -61,6 +61,7 @@ class RunResult:
     planned: int  # requests in the trace
     stop_reason: StopReason | None  # None: the run went to the end of its trace
     engine_error: str | None  # a lane crash reported by the engine
+    endpoint: dict[str, Any] | None = None  # an endpoint run: the server and how its tokens were counted
 
     @property
     def run_id(self) -> str:
@@ -100,6 +101,7 @@ class RunResult:
             "engine_error": self.engine_error,
             "device_probe": asdict(self.probe),
             "position_acceptance": [asdict(p) for p in self.positions],
+            **({"endpoint": self.endpoint} if self.endpoint is not None else {}),
             **(meta or {}),
         }
         return RunRecord(self.key, self.metrics, self.timeseries, self.summary, self.outputs, run_meta)

@@ -17,7 +17,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from metrics.export import check_appendable, write_run
 from metrics.summary import SLO
 from metrics.timeseries import DEFAULT_HZ
 from workloads.arrivals import ArrivalPolicy, ClosedLoop
+from workloads.endpoint_engine import EndpointEngine
+from workloads.endpoint_spec import EndpointSpec
 from workloads.live import LiveRun
 from workloads.replay import EngineFactory, PairLike, default_engine_factory, replay
 from workloads.run_result import RunResult, StopReason, load_label
@@ -44,10 +46,14 @@ class SweepPlan:
     sample_hz: float = DEFAULT_HZ
     warmup: int = 1
     timeout_s: float | None = None  # per run
+    endpoints: tuple[EndpointSpec, ...] = ()  # servers run after the engines, at each load point
 
     def __post_init__(self) -> None:
-        if not self.engines or not self.policies:
-            raise ValueError("a sweep needs at least one engine and one load point")
+        if not (self.engines or self.endpoints) or not self.policies:
+            raise ValueError("a sweep needs at least one engine or endpoint and one load point")
+        labels = [e.label for e in self.endpoints]
+        if len(set(labels)) < len(labels):
+            raise ValueError(f"endpoint labels must differ, got {', '.join(labels)}")
         for engine in self.engines:
             if engine not in ENGINES:
                 raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
@@ -59,7 +65,9 @@ class SweepPlan:
             raise ValueError(f"run timeout must be > 0 s, got {self.timeout_s:g}")
 
     def runs(self) -> list[tuple[str, ArrivalPolicy]]:
-        return [(engine, policy) for policy in self.policies for engine in self.engines]
+        """(engine name or endpoint label, load) in run order."""
+        names = (*self.engines, *(e.label for e in self.endpoints))
+        return [(name, policy) for policy in self.policies for name in names]
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -69,6 +77,7 @@ class SweepPlan:
             "sample_hz": self.sample_hz,
             "warmup_requests": self.warmup,
             "timeout_s": self.timeout_s,
+            **({"endpoints": [e.describe() for e in self.endpoints]} if self.endpoints else {}),
         }
 
 
@@ -159,6 +168,7 @@ def run_sweep(
     runs = plan.runs()
     results: list[RunResult] = []
     run_meta = {**plan.describe(), "trace": trace.describe(), **(meta or {})}
+    factory = with_endpoints(engine_factory, plan.endpoints)
     for index, (engine, policy) in enumerate(runs):
         if cancel.is_set():
             break
@@ -171,7 +181,7 @@ def run_sweep(
         result = replay(
             pair,
             engine,
-            replace(plan.config, engine=engine),
+            plan.config,
             trace,
             policy,
             plan.params,
@@ -182,7 +192,7 @@ def run_sweep(
             sample_hz=plan.sample_hz,
             warmup=plan.warmup,
             timeout_s=plan.timeout_s,
-            engine_factory=engine_factory,
+            engine_factory=factory,
         )
         if result.stop_reason == StopReason.CANCELLED and not result.requests:
             break  # stopped before its first request: there is nothing to record
@@ -196,3 +206,13 @@ def run_sweep(
             log.error("sweep stopped after %s: %s", result.key.run_id, result.engine_error)
             break
     return results
+
+
+def with_endpoints(factory: EngineFactory, endpoints: tuple[EndpointSpec, ...]) -> EngineFactory:
+    """``factory`` for engine names, an ``EndpointEngine`` for an endpoint's label."""
+    by_label = {e.label: e for e in endpoints}
+
+    def make(name: str, pair: Any, config: EngineConfig) -> Any:
+        return EndpointEngine(by_label[name], pair) if name in by_label else factory(name, pair, config)
+
+    return make

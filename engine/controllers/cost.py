@@ -13,7 +13,10 @@ For the next step it picks one L per source present to maximise
 
     sum over rows of E_s(min(L_s, cap)) / (L_model * t_draft(model rows) + t_verify(rows, tokens per row))
 
-with the times read from the machine's ``CostProfile``. All L = 0 is a plain
+with the times read from the machine's ``CostProfile``, plus the step's
+overhead: what a real step took beyond the profile's forwards (sampling, the
+acceptance rule, bookkeeping), an average over recent steps. It is the same
+for every L, so it favours longer drafts, whose tokens share it. All L = 0 is a plain
 verifier step, AR's own, so speculation is chosen only where the measurements
 say it emits tokens faster than AR would; at a large batch, where a verifier
 forward over more tokens costs more, L shrinks or drops to 0. The search is
@@ -31,6 +34,7 @@ MODEL = "model"  # engine.drafters' name for rows the draft model drafts
 DECAY = 0.98  # per observed step of a source: about the last 50 steps count
 PRIOR_ACCEPT, PRIOR_TRIALS = 1.0, 2.0  # alpha starts at 0.5 and moves with the first few observations
 PROBE_EVERY = 16
+OVERHEAD_WEIGHT = 0.1  # EMA weight of a step's measured overhead: about the last 10 steps
 
 
 class PositionCounts:
@@ -65,8 +69,17 @@ class CostController(DraftLengthController):
         self._counts: dict[str, PositionCounts] = {}
         self._chosen: dict[str, int] = {}  # last choice per source: where the next search starts
         self._idle: dict[str, int] = {}  # steps since the source last drafted
+        self.overhead_s = 0.0  # recent steps' time beyond the profile's forwards
+
+    def forward_s(self, batch: int, extra_tokens: float, model_rows: int, model_len: int) -> float:
+        """The profile's time for one step's forwards: ``model_len`` draft positions, then one verify."""
+        return model_len * self.profile.draft_s(model_rows) + self.profile.verify_s(batch, 1 + extra_tokens / batch)
 
     def _observe(self, obs: StepObservation) -> None:
+        model_rows = sum(r.source == MODEL and r.drafted > 0 for r in obs.rows)
+        predicted = self.forward_s(obs.batch_size, obs.drafted, model_rows, obs.positions if model_rows else 0)
+        spent = max(0.0, obs.draft_s + obs.verify_s - predicted)
+        self.overhead_s += OVERHEAD_WEIGHT * (spent - self.overhead_s)
         by_source: dict[str, list[tuple[int, int]]] = {}
         for row in obs.rows:
             if row.source is not None and row.drafted > 0:
@@ -115,8 +128,7 @@ class CostController(DraftLengthController):
             if o.source == MODEL and length > 0:
                 model_rows += 1
                 model_len = max(model_len, length)
-        batch = len(options)
-        cost = model_len * self.profile.draft_s(model_rows) + self.profile.verify_s(batch, 1 + extra / batch)
+        cost = self.forward_s(len(options), extra, model_rows, model_len) + self.overhead_s
         return tokens / cost if cost > 0 else 0.0
 
     def _report(self, choice: dict[str, int], rate: float) -> None:

@@ -1,0 +1,173 @@
+"""An OpenAI-compatible server in the place of an engine: what lets one replay drive either.
+
+``EndpointEngine`` has the interface ``workloads.replay`` needs of an engine
+(``start``, ``submit``, ``stats``, ``stop``). ``submit`` hands the request to
+an asyncio loop in its own thread, which streams it from the server with
+httpx (``workloads.endpoint_stream``) and fills the same ``Request`` an engine
+fills; so every metric, run file and live view of an engine run works for an
+endpoint run unchanged. What only an engine knows (queue wait, drafted and
+accepted tokens per request, lanes) stays empty.
+
+``stats`` scrapes the server's ``/metrics`` when the time series sampler asks
+(``metrics.server_metrics``): running and waiting requests, KV cache usage
+and the speculative-decoding counters. A server whose ``/metrics`` does not
+answer leaves them empty; its tokens per second are still counted here, from
+the tokens received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from engine.request import Request
+from metrics.server_metrics import ServerMetrics, parse_server_metrics
+from workloads.endpoint_spec import EndpointSpec
+from workloads.endpoint_stream import Streamed, stream_request
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 300.0  # between two chunks: a server under load may queue a request this long
+SCRAPE_TIMEOUT_S = 1.0  # a scrape slower than this is skipped: the sampler must keep its rate
+NO_METRICS = ServerMetrics(None, None, None, None, None, None, None)
+
+
+@dataclass(frozen=True)
+class EndpointStats:
+    """One ``stats()`` snapshot; fits ``metrics.timeseries.ServerStatsLike``."""
+
+    time: float  # perf_counter
+    running: int | None
+    waiting: int | None
+    lanes: tuple = ()  # a server's lanes are not visible
+    draft_len: int | None = None
+    tokens_emitted: int = 0  # received by this client, cumulative
+    drafted: int = 0  # the server's draft tokens, cumulative (0 without spec-decode counters)
+    accepted: int = 0
+    kv_cache_usage: float | None = None
+    drafts: int | None = None
+
+
+class EndpointEngine:
+    """Requests go to ``spec``'s server; ``name`` is its label, the engine column of its runs."""
+
+    def __init__(self, spec: EndpointSpec, pair: Any) -> None:
+        self.spec = spec
+        self.name = spec.label
+        self.fatal_error: str | None = None  # an engine's crash; a server's errors fail single requests
+        self._tokenizer = pair.tokenizer
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._scraper: httpx.Client | None = None
+        self._streamed: dict[str, Streamed] = {}
+        self._tokens = 0
+        self._scraped = False  # /metrics answered at least once
+        self._scrape_error: str | None = None
+
+    def start(self) -> EndpointEngine:
+        if self._thread is not None:
+            return self
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            timeout = httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+            # no pool limit: the arrival policy, not the client, decides how many are in flight
+            self._client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None))
+            ready.set()
+            loop.run_forever()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=run, name=f"endpoint-{self.name}", daemon=True)
+        self._thread.start()
+        ready.wait()
+        self._scraper = httpx.Client(timeout=SCRAPE_TIMEOUT_S, headers=self.spec.headers)
+        return self
+
+    def submit(self, request: Request) -> Request:
+        """Send ``request``; it is filled from the stream on the loop thread. Mutates ``request``."""
+        if self._loop is None or self._client is None:
+            raise RuntimeError("start the endpoint engine before submitting")
+        streamed = self._streamed[request.request_id] = Streamed()
+        request.mark_arrived()
+        coroutine = stream_request(self._client, self.spec, request, self._tokenizer, streamed, self._count)
+        asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return request
+
+    def _count(self, tokens: int) -> None:
+        self._tokens += tokens  # only the loop thread adds; readers see a whole int
+
+    def stats(self) -> EndpointStats:
+        scraped = self._scrape()
+        return EndpointStats(
+            time=time.perf_counter(),
+            running=scraped.running,
+            waiting=scraped.waiting,
+            draft_len=scraped.draft_len,
+            tokens_emitted=self._tokens,
+            drafted=scraped.draft_tokens or 0,
+            accepted=scraped.accepted_tokens or 0,
+            kv_cache_usage=scraped.kv_cache_usage,
+            drafts=scraped.drafts,
+        )
+
+    def _scrape(self) -> ServerMetrics:
+        if self._scraper is None:
+            return NO_METRICS
+        try:
+            response = self._scraper.get(self.spec.metrics_url)
+            response.raise_for_status()
+            scraped = parse_server_metrics(response.text)
+        except (httpx.HTTPError, ValueError) as exc:
+            if self._scrape_error is None:
+                log.warning("%s: /metrics did not answer (%s); its series stay empty", self.name, exc)
+            self._scrape_error = f"{type(exc).__name__}: {exc}"
+            return NO_METRICS
+        self._scraped = True
+        return scraped
+
+    def response_text(self, request: Request) -> str | None:
+        """The text the server streamed for ``request`` (``None`` for one this engine never sent)."""
+        streamed = self._streamed.get(request.request_id)
+        return None if streamed is None else "".join(streamed.text)
+
+    def describe(self) -> dict[str, Any]:
+        """For run.json: the endpoint, how output tokens were counted, whether ``/metrics`` answered."""
+        counts = Counter(str(s.count) for s in self._streamed.values())
+        return {
+            **self.spec.describe(),
+            "output_tokens_from": dict(counts),
+            "metrics_scraped": self._scraped,
+            "metrics_error": None if self._scraped else self._scrape_error,
+        }
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Cancel the streams still open (their requests end cancelled), close the clients, end the loop."""
+        if self._loop is None or self._thread is None:
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+            if self._scraper is not None:
+                self._scraper.close()
+            self._loop, self._thread = None, None
+
+    async def _close(self) -> None:
+        streams = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in streams:
+            task.cancel()
+        await asyncio.gather(*streams, return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
