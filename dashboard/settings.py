@@ -57,7 +57,7 @@ def _replay_defaults(prefix: str) -> dict[str, Any]:
         f"{prefix}.max_concurrency": 0,  # 0 = no cap on an open loop
         f"{prefix}.temperature": 0.0,  # greedy: every engine must then produce the same text
         f"{prefix}.drafter": EngineConfig().drafter,
-        f"{prefix}.controller": "fixed",
+        f"{prefix}.controller": ControllerConfig().kind,
         f"{prefix}.draft_len": 4,
         f"{prefix}.bounds": (1, 8),  # feedback/goodput: beyond 8 a small draft's acceptance rarely pays
         f"{prefix}.draft_confidence": _slider_gate(),

@@ -56,8 +56,10 @@ class SamplingParams:
 
 @dataclass(frozen=True)
 class ControllerConfig:
-    kind: str = field(default="fixed", metadata=flag("--controller", str, "draft-length policy", choices=CONTROLLERS))
-    # start (and, for "fixed", constant) draft length: a common sweet spot for small drafts
+    # cost: per step, the L the machine's measured costs and the measured acceptance say is fastest; with prompt
+    # lookup it beat every fixed L on the default pair from 4 to 32 requests (docs/results.md, "Drafters")
+    kind: str = field(default="cost", metadata=flag("--controller", str, "draft-length policy", choices=CONTROLLERS))
+    # start (and, for "fixed", constant) draft length: a common sweet spot for small drafts and lookups
     draft_len: int = field(default=4, metadata=flag("--draft-len", int, "draft length L (start value)"))
     min_len: int = field(default=1, metadata=flag("--min-draft-len", int, "adaptive controllers' lower bound"))
     # beyond 8 the acceptance of a small draft rarely pays for the extra draft passes
@@ -114,7 +116,7 @@ class EngineConfig:
     engine: str = "baseline"
     controller: ControllerConfig = ControllerConfig()
     drafter: str = field(
-        default="model",
+        default="ngram",
         metadata=flag("--drafter", str, "where proposals come from (the AR engine has none)", choices=DRAFTERS),
     )
     # prompt lookup (ngram drafters): the suffix lengths tried, longest first

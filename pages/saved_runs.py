@@ -96,8 +96,8 @@ def labelled(frame: pd.DataFrame, directory: RunDirectory, name: str) -> pd.Data
         f"{label} (stopped early: {why[run]})" if run in why else label
         for label, run in zip(out["label"], out["run_id"], strict=True)
     ]
-    if len(opened) > 1:
-        out["label"] = name + " · " + out["label"]
+    if len(opened) > 1:  # a comprehension, not a vectorised add: an empty frame's label column is not text
+        out["label"] = [f"{name} · {label}" for label in out["label"]]
     return out
 
 

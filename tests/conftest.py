@@ -73,13 +73,13 @@ def greedy_run_matches_verifier(
 
     ``stop=False`` runs without stop tokens on both sides. Returns the finished requests.
     """
-    from engine.config import SamplingParams
+    from engine.config import EngineConfig, SamplingParams
     from engine.request import Request
     from engine.schedulers.registry import make_engine
 
     params = SamplingParams(max_new_tokens=max_new_tokens, **({} if stop else {"stop_token_ids": ()}))
     requests = [Request(f"g{i}", pair.encode_prompt(p), params) for i, p in enumerate(prompts)]
-    eng = make_engine(engine, pair, config)
+    eng = make_engine(engine, pair, config or EngineConfig(engine=engine, drafter="model"))
     try:
         eng.generate(requests, timeout=timeout)
     finally:

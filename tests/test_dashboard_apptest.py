@@ -42,7 +42,12 @@ def runs_dir(tmp_path, monkeypatch) -> Path:
 
 
 def open_app() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = AppTest.from_file(APP, default_timeout=60)
+    for page in ("live", "sweep", "inspect"):  # the tiny pair's random text gives prompt lookup little to find
+        at.session_state[f"{page}.drafter"] = "model"
+    for page in ("live", "sweep"):  # a fixed L: the tiny draft is too weak for the cost controller to draft at all
+        at.session_state[f"{page}.controller"] = "fixed"
+    at.run()
     assert not at.exception, at.exception
     return at
 
@@ -422,7 +427,7 @@ def write_cli_run(out: Path, engines: str, concurrency: str, *extra: str, code: 
     assert main([
         "replay", "--engines", engines, "--concurrency", concurrency, "--num-requests", "3",
         "--dataset", "synthetic", "--input-len", "12", "--output-len", "4", "--preset", "tiny",
-        "--device", "cpu", "--out", str(out), *extra,
+        "--device", "cpu", "--drafter", "model", "--controller", "fixed", "--out", str(out), *extra,
     ]) == code  # fmt: skip
 
 

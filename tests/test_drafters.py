@@ -75,7 +75,7 @@ def test_the_ngram_drafter_never_runs_the_draft_model(tiny_pair):
 
 
 def sampled_second_tokens(pair, engine: str, drafter: str, prompt: list[int], trials: int = 800) -> list[Request]:
-    controller = ControllerConfig(draft_len=3)
+    controller = ControllerConfig(kind="fixed", draft_len=3)
     config = EngineConfig(
         engine=engine, controller=controller, drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=1
     )

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from engine.config import EngineConfig, SamplingParams
+from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from engine.request import Request, RequestStatus
 from engine.schedulers.registry import make_engine
 
@@ -285,7 +285,9 @@ def _pdv_signals(tiny_pair, config: EngineConfig, n: int, verify_sleep: float):
 
 
 def test_pdv_tells_the_controller_how_many_blocks_are_ahead_in_the_verify_lane(tiny_pair):
-    config = EngineConfig(engine="pdv", micro_batches=3, hybrid_threshold=0)
+    config = EngineConfig(
+        engine="pdv", drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=3, hybrid_threshold=0
+    )
     seen = _pdv_signals(tiny_pair, config, 6, verify_sleep=0.05)
     ahead = [s.verify_queue for _, s in seen]
     # drafting is quick and verifying slow: the other two groups' blocks wait for the verify lane
@@ -299,7 +301,9 @@ def test_pdv_tells_the_controller_how_many_blocks_are_ahead_in_the_verify_lane(t
 
 def test_pdv_decode_p95_never_mixes_hybrid_and_pipelined_steps(tiny_pair):
     # four requests of different lengths: pipelined while three or more run, hybrid after
-    config = EngineConfig(engine="pdv", micro_batches=2, hybrid_threshold=3)
+    config = EngineConfig(
+        engine="pdv", drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=2, hybrid_threshold=3
+    )
     seen = _pdv_signals(tiny_pair, config, 4, verify_sleep=0.05)
     hybrid = [s.decode_p95_ms for is_hybrid, s in seen if is_hybrid]
     pipelined = [s.decode_p95_ms for is_hybrid, s in seen if not is_hybrid]

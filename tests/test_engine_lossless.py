@@ -51,7 +51,7 @@ def references(tiny_pair):
 
 
 def run(pair, engine, config=None, requests=None):
-    config = config or EngineConfig(engine=engine)
+    config = config or EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed"), engine=engine)
     requests = requests or make_requests(pair)
     eng = make_engine(engine, pair, config)
     try:
@@ -64,7 +64,7 @@ def run(pair, engine, config=None, requests=None):
 @pytest.mark.parametrize("engine", ["ar", "baseline", "pd", "pdv"])
 @pytest.mark.parametrize("controller", ["fixed", "feedback", "goodput", "cost"])
 def test_greedy_output_matches_verifier_alone(tiny_pair, references, engine, controller):
-    config = EngineConfig(engine=engine, controller=ControllerConfig(kind=controller))
+    config = EngineConfig(drafter="model", engine=engine, controller=ControllerConfig(kind=controller))
     requests, _ = run(tiny_pair, engine, config)
     assert len(requests) >= 16
     for r in requests:
@@ -74,7 +74,13 @@ def test_greedy_output_matches_verifier_alone(tiny_pair, references, engine, con
 
 @pytest.mark.parametrize("hybrid_threshold", [0, 3, 100])
 def test_pdv_lossless_with_hybrid_mode_on_and_off(tiny_pair, references, hybrid_threshold):
-    requests, eng = run(tiny_pair, "pdv", EngineConfig(engine="pdv", hybrid_threshold=hybrid_threshold))
+    requests, eng = run(
+        tiny_pair,
+        "pdv",
+        EngineConfig(
+            drafter="model", controller=ControllerConfig(kind="fixed"), engine="pdv", hybrid_threshold=hybrid_threshold
+        ),
+    )
     for r in requests:
         assert r.output_token_ids == references[r.request_id]
     if hybrid_threshold == 0:
@@ -88,7 +94,9 @@ def test_pdv_lossless_with_hybrid_mode_on_and_off(tiny_pair, references, hybrid_
 def test_draft_equal_to_verifier_accepts_everything(tiny_pair, references, engine, confidence):
     # every proposal matches only if the draft cache is exactly the verifier's after each step, gated or not
     pair = replace(tiny_pair, draft=ModelRunner(tiny_pair.verifier.model, "draft"))
-    config = EngineConfig(engine=engine, controller=ControllerConfig(draft_confidence=confidence))
+    config = EngineConfig(
+        drafter="model", engine=engine, controller=ControllerConfig(kind="fixed", draft_confidence=confidence)
+    )
     requests, _ = run(pair, engine, config)
     assert sum(r.drafted for r in requests) > 0
     assert sum(r.accepted for r in requests) == sum(r.drafted for r in requests)
@@ -112,7 +120,11 @@ def remaining_before_steps(request) -> list[int]:
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
 def test_the_confidence_gate_proposes_fewer_tokens_and_keeps_the_output(tiny_pair, references, engine):
     full, _ = run(tiny_pair, engine)
-    gated, _ = run(tiny_pair, engine, EngineConfig(engine=engine, controller=ControllerConfig(draft_confidence=GATE)))
+    gated, _ = run(
+        tiny_pair,
+        engine,
+        EngineConfig(drafter="model", engine=engine, controller=ControllerConfig(kind="fixed", draft_confidence=GATE)),
+    )
     for r in gated:
         assert r.status == "ok", r.error
         assert r.output_token_ids == references[r.request_id], r.request_id

@@ -53,7 +53,11 @@ def sampled_second_tokens(
     pair, engine: str, prompt: list[int], trials: int = 800, confidence: float | None = None
 ) -> np.ndarray:
     """Counts of the second output token over ``trials`` seeded samples (T = 1, L = 3) through ``engine``."""
-    config = EngineConfig(engine=engine, controller=ControllerConfig(draft_len=3, draft_confidence=confidence))
+    config = EngineConfig(
+        drafter="model",
+        engine=engine,
+        controller=ControllerConfig(kind="fixed", draft_len=3, draft_confidence=confidence),
+    )
     requests = seeded_samples(pair, config, prompt, trials)
     # the second token went through speculation: proposed by the draft, or (gated) left to the verifier
     proposed = sum(r.steps[0].draft_len > 0 for r in requests)
@@ -88,7 +92,7 @@ def test_seeded_request_samples_the_same_tokens_whatever_its_batch(tiny_pair):
     params = SamplingParams(temperature=0.8, top_p=0.9, max_new_tokens=12, seed=7, stop_token_ids=())
 
     def sample_with(neighbours: int) -> list[int]:
-        eng = make_engine("baseline", tiny_pair)
+        eng = make_engine("baseline", tiny_pair, EngineConfig(drafter="model"))
         target = Request("target", prompt, params)
         others = [
             Request(

@@ -163,7 +163,7 @@ def test_a_tensor_dropped_by_a_lane_is_kept_for_that_lanes_stream():
 
 def test_pdv_marks_its_draft_blocks_after_verification_and_every_kv_store_at_release(tiny_pair, monkeypatch):
     from engine import sequence
-    from engine.config import EngineConfig, SamplingParams
+    from engine.config import ControllerConfig, EngineConfig, SamplingParams
     from engine.request import Request
     from engine.schedulers import pdv
     from engine.schedulers.registry import make_engine
@@ -175,7 +175,11 @@ def test_pdv_marks_its_draft_blocks_after_verification_and_every_kv_store_at_rel
 
     for module in (pdv, sequence):
         monkeypatch.setattr(module, "keep_for_current_stream", recording)
-    eng = make_engine("pdv", tiny_pair, EngineConfig(engine="pdv", hybrid_threshold=0)).start()
+    eng = make_engine(
+        "pdv",
+        tiny_pair,
+        EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed"), engine="pdv", hybrid_threshold=0),
+    ).start()
     reqs = [eng.submit(Request(f"k{i}", [1, 2, 3 + i], SamplingParams(max_new_tokens=9))) for i in range(3)]
     assert all(r.done.wait(60) for r in reqs)
     eng.stop()

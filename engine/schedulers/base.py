@@ -54,7 +54,7 @@ class Engine(ABC):
         self.config = config or EngineConfig(engine=self.name)
         self.drafter = make_drafter(self.config, pair, self.speculative)
         # an engine that does not speculate keeps a fixed controller only to report no draft length
-        controls = self.config.controller if self.speculative else ControllerConfig()
+        controls = self.config.controller if self.speculative else ControllerConfig(kind="fixed")
         profile = profile_for(self.config, pair, self.drafter)
         self.controller: DraftLengthController = make_controller(controls, profile)
         self.budget = KVBudget(self.config.max_cache_tokens)
