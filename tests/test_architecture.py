@@ -28,7 +28,9 @@ FORBIDDEN = {
 }
 # package -> third-party modules it must never import
 NO_THIRD_PARTY = {
+    "conversations": {"streamlit", "torch"},
     "engine": {"streamlit", "plotly"},
+    "workloads": {"streamlit", "plotly"},
     "metrics": {"streamlit", "torch"},
     "dashboard": {"streamlit"},
 }
