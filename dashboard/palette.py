@@ -1,15 +1,17 @@
-"""How the dashboard names and colours things, defined once: engines, token kinds.
+"""How the dashboard names and colours things, defined once: engines, endpoints, token kinds.
 
 Every chart, panel heading and widget label takes an engine's colour and name
-from here, so one engine looks the same everywhere; the Inspect page paints
-token kinds (``engine.request.TokenKind``) with ``KIND_COLORS``.
+from here, so one engine looks the same everywhere. An endpoint's runs carry
+its label where an engine's carry ``ar``/``pdv``: it is shown as given, in
+``OTHER_COLOR``. The Inspect page paints token kinds
+(``engine.request.TokenKind``) with ``KIND_COLORS``.
 """
 
 from __future__ import annotations
 
 ENGINE_COLORS = {"ar": "#7F7F7F", "baseline": "#4C78A8", "pd": "#F58518", "pdv": "#54A24B"}
 ENGINE_LABELS = {"ar": "AR", "baseline": "Baseline", "pd": "PD", "pdv": "PDV"}
-OTHER_COLOR = "#B279A2"  # an engine this dashboard does not know yet
+OTHER_COLOR = "#B279A2"  # any other name: an endpoint's label (workloads.endpoint_spec)
 
 # token kinds of engine.request.TokenKind, as the Inspect page paints them
 KIND_COLORS = {

@@ -3,8 +3,10 @@
 The worker samples the trace once, then runs it:
 
 * sequential (the default): one ``ReplayJob`` over every engine and load point,
-  one run after another on the identical trace, each engine alone on the device;
-* simultaneous: one ``ReplayJob`` per engine, all at once, sharing the device.
+  one run after another on the identical trace, each engine alone on the device,
+  then the endpoint (an OpenAI-compatible server) at the same load point;
+* simultaneous: one ``ReplayJob`` per engine and per endpoint, all at once,
+  the engines sharing the device.
 
 Either way every job writes each run to the launch's directory as it ends,
 through ``workloads.sweep.RunWriter`` – the writer the CLI uses – with the run
@@ -90,10 +92,9 @@ class ReplayLaunch(Launch):
             },
             **run_context(pair),
         }
-        groups = [(e,) for e in spec.engines] if spec.simultaneous else [spec.engines]
         jobs = []
-        for engines in groups:
-            plan = spec.plan(engines)
+        for engines, endpoints in spec.job_groups():
+            plan = spec.plan(engines, endpoints)
             jobs.append(_Job(ReplayJob.start(pair, trace, plan, self._writer, meta), plan.runs()))
         with self._lock:
             self._jobs = jobs

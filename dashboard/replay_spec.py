@@ -1,4 +1,4 @@
-"""What a Start on the Live run or Sweep page asks for: engines, load points, prompts, settings.
+"""What a Start on the Live run or Sweep page asks for: engines, endpoints, load points, prompts, settings.
 
 ``widgets.forms.replay_form`` builds a ``ReplaySpec`` from the sidebar; the run
 manager hands it to a ``dashboard.replay_launch.ReplayLaunch``.
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from engine.config import EngineConfig, SamplingParams
 from metrics.summary import SLO
 from workloads.arrivals import ArrivalPolicy
+from workloads.endpoint_spec import EndpointSpec
 from workloads.sweep import SweepPlan
 from workloads.trace import DatasetSpec
 
@@ -29,18 +30,25 @@ class ReplaySpec:
     simultaneous: bool = False  # one job per engine, all at once: they share the device
     seed: int = 0
     device: str = "auto"
+    endpoints: tuple[EndpointSpec, ...] = ()  # OpenAI-compatible servers, run after the engines
 
     def __post_init__(self) -> None:
-        if not self.engines:
-            raise ValueError("choose at least one engine")
+        if not (self.engines or self.endpoints):
+            raise ValueError("choose at least one engine or endpoint")
         if not self.policies:
             raise ValueError("give at least one load point")
         if self.num_requests < 1:
             raise ValueError("the number of requests must be at least 1")
 
-    def plan(self, engines: tuple[str, ...]) -> SweepPlan:
-        return SweepPlan(engines, self.policies, self.config, self.params, self.slo)
+    def plan(self, engines: tuple[str, ...], endpoints: tuple[EndpointSpec, ...] = ()) -> SweepPlan:
+        return SweepPlan(engines, self.policies, self.config, self.params, self.slo, endpoints=endpoints)
+
+    def job_groups(self) -> list[tuple[tuple[str, ...], tuple[EndpointSpec, ...]]]:
+        """The (engines, endpoints) of each job: one job for all, or one each when simultaneous."""
+        if self.simultaneous:
+            return [((e,), ()) for e in self.engines] + [((), (e,)) for e in self.endpoints]
+        return [(self.engines, self.endpoints)]
 
     def run_order(self) -> list[tuple[str, ArrivalPolicy]]:
-        """Every run of the launch, load point by load point, every engine at each."""
-        return self.plan(self.engines).runs()
+        """Every run of the launch, load point by load point, every engine and then every endpoint at each."""
+        return self.plan(self.engines, self.endpoints).runs()

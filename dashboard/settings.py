@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.config import ControllerConfig, EngineConfig
 from engine.models.presets import DEFAULT_PRESET, PRESETS
+from workloads.endpoint_spec import DEFAULT_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_ORDER = ("ar", "baseline", "pd", "pdv")
@@ -48,6 +49,12 @@ def _replay_defaults(prefix: str) -> dict[str, Any]:
     return {
         # Baseline vs PD vs PDV is the comparison the project is about; AR is one click away
         **{f"{prefix}.engine.{e}": e != "ar" for e in ENGINE_ORDER},
+        f"{prefix}.endpoint": False,  # an OpenAI-compatible server is opt-in: there is none until one is given
+        f"{prefix}.endpoint_url": "",
+        f"{prefix}.endpoint_model": "",
+        f"{prefix}.endpoint_label": DEFAULT_LABEL,
+        f"{prefix}.endpoint_api_key": "",  # none: a server without --api-key takes any request
+        f"{prefix}.endpoint_type": "completions",  # raw prompts, as the engines take them; chat adds a template
         f"{prefix}.preset": default_preset(),
         f"{prefix}.dataset": "sharegpt",
         f"{prefix}.synthetic_input_len": 128,

@@ -2,8 +2,8 @@
 
 Settings are in the sidebar (``widgets.forms``). Start hands a ``ReplaySpec`` to
 the run manager; each card below is a fragment that redraws from the manager's
-view every second while the launch is active. Engines sit side by side in
-columns, in the same colour on every chart.
+view every second while the launch is active. Engines, and an endpoint after
+them, sit side by side in columns, in the same colour on every chart.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ if spec is not None and spec.simultaneous:
     )
 else:
     st.caption(
-        "Engines run one after another on the identical trace, each alone on the device; their panels fill in turn."
+        "Engines run one after another on the identical trace, each alone on the device, then the endpoint "
+        "if one is on; their panels fill in turn."
     )
 shown = current_view()
 every = controls.remember_rendered("live", shown)

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from serve_support import MODEL, served, uvicorn_thread
 from streamlit.testing.v1 import AppTest
 
+from engine.models.pair import load_model_pair
 from metrics.runs import list_run_dirs, load_run_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -551,3 +553,86 @@ def test_an_engine_that_crashes_shows_its_error_in_its_panel_and_the_others_stil
     states = [p.proto.text for p in at.get("progress")]
     assert states[0] == "3/3 requests · done" and states[1].endswith("· failed")
     assert wait_for_no_threads() == []
+
+
+@pytest.fixture(scope="module")
+def endpoint_url():
+    """PD-Verify's own server on a free loopback port, over a tiny pair of its own, with an API key."""
+    with uvicorn_thread(served(load_model_pair("tiny", device="cpu"), "baseline", api_key="sk-secret").app) as url:
+        yield f"{url}/v1"
+
+
+def add_endpoint(at: AppTest, url: str, model: str = MODEL, label: str = "served", page: str = "live") -> AppTest:
+    at.toggle(key=f"{page}.endpoint").set_value(True).run()
+    at.text_input(key=f"{page}.endpoint_url").input(url)
+    at.text_input(key=f"{page}.endpoint_model").input(model)
+    at.text_input(key=f"{page}.endpoint_label").input(label)
+    at.text_input(key=f"{page}.endpoint_api_key").input("sk-secret")
+    return at.run()
+
+
+@pytest.mark.parametrize("engines", [(), ("baseline",)], ids=["alone", "after_an_engine"])
+def test_a_live_run_with_an_endpoint_runs_it_after_the_engines_and_records_it(runs_dir, endpoint_url, engines):
+    at = open_app()
+    for engine in ENGINES:
+        at.toggle(key=f"live.engine.{engine}").set_value(engine in engines)
+    at.number_input(key="live.num_requests").set_value(3)
+    at.number_input(key="live.max_new_tokens").set_value(6)
+    add_endpoint(at, endpoint_url)
+    assert not at.error, [e.value for e in at.error]
+    at.button(key="live.start").click().run()
+    rerun_until(at, ended("live"))
+
+    assert not at.error, [e.value for e in at.error]
+    names = [*engines, "served"]
+    panels = [m.value for m in at.markdown if m.value.startswith("<h4")]
+    assert [p.split("● ")[1].split("<")[0] for p in panels] == ["Baseline", "served"][-len(names) :]
+    assert "#B279A2" in panels[-1]  # the endpoint's colour, not an engine's
+    assert [p.proto.text for p in at.get("progress")] == ["3/3 requests · done"] * len(names)
+    figs = charts(at)
+    assert [t["name"] for t in figs["live.chart.ttft"]["data"]][-1] == "served"
+
+    (info,) = list_run_dirs(runs_dir)
+    run = load_run_dir(info.path)
+    assert list(run.frames.summary["engine"]) == names
+    assert (run.frames.summary["completed"] == 3).all()
+    assert run.runs[-1]["endpoint"]["url"] == endpoint_url
+    assert not any("sk-secret" in f.read_text() for f in info.path.iterdir())
+
+    at.switch_page("pages/saved_runs.py").run()
+    assert not at.exception, at.exception
+    assert list(at.dataframe[0].value["runs"]) == [len(names)]
+    assert len(charts(at)["runs.chart.tput"]["data"][0]["x"]) == len(names)
+
+
+def test_a_sweep_runs_the_endpoint_at_every_load_point(runs_dir, endpoint_url):
+    at = open_app()
+    at.switch_page("pages/sweep_run.py").run()
+    for engine in ENGINES:
+        at.toggle(key=f"sweep.engine.{engine}").set_value(engine == "baseline")
+    at.number_input(key="sweep.num_requests").set_value(2)
+    at.number_input(key="sweep.max_new_tokens").set_value(4)
+    at.text_input(key="sweep.concurrencies").input("1,2")
+    add_endpoint(at, endpoint_url, page="sweep")
+    at.button(key="sweep.start").click().run()
+    rerun_until(at, ended("sweep"))
+
+    assert not at.error, [e.value for e in at.error]
+    (info,) = list_run_dirs(runs_dir)
+    summary = load_run_dir(info.path).frames.summary
+    assert list(summary["engine"]) == ["baseline", "served"] * 2 and list(summary["concurrency"]) == [1, 1, 2, 2]
+
+
+@pytest.mark.parametrize(
+    ("url", "model", "label", "message"),
+    [
+        ("", MODEL, "served", "give the endpoint's URL"),
+        ("http://127.0.0.1:8000/v1", "", "served", "give the model name"),
+        ("http://127.0.0.1:8000/v1", MODEL, "pdv", "is an engine's name"),
+        ("127.0.0.1:8000", MODEL, "served", "endpoint URL must be http(s)://"),
+    ],
+)
+def test_invalid_endpoint_settings_show_one_message_and_start_nothing(runs_dir, url, model, label, message):
+    at = add_endpoint(open_app(), url, model, label)
+    assert len(at.error) == 1 and message in at.error[0].value, [e.value for e in at.error]
+    assert "sk-secret" not in at.error[0].value and at.button(key="live.start").disabled

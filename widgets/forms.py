@@ -1,5 +1,9 @@
 """The replay settings the Live run and Sweep pages share, drawn in the sidebar.
 
+The engines are toggles; beside them an OpenAI-compatible endpoint can be
+added, which runs after the engines on the same trace (its API key stays in
+the session: ``EndpointSpec.describe`` leaves it out of the run files).
+
 Every widget is keyed ``<page>.<field>`` (starting values: ``dashboard.settings``)
 and keeps its value across page switches. ``replay_form`` returns the
 ``ReplaySpec`` the widgets describe, or the one problem that stops it.
@@ -19,6 +23,7 @@ from dashboard.uploads import UploadCheck, save_and_check
 from engine.config import CONTROLLERS, DRAFTERS, ControllerConfig, EngineConfig, SamplingParams
 from metrics.summary import SLO
 from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
+from workloads.endpoint_spec import ENDPOINT_TYPES, EndpointSpec
 from workloads.sweep import setting_limits
 from workloads.synthetic import LengthSpec
 from workloads.trace import SYNTHETIC, DatasetSpec
@@ -56,6 +61,41 @@ def engine_toggles(prefix: str) -> tuple[str, ...]:
             if st.toggle(ENGINE_LABELS[engine], key=f"{prefix}.engine.{engine}", persist_state=KEEP):
                 chosen.append(engine)
     return tuple(chosen)
+
+
+ENDPOINT_HELP = (
+    "An OpenAI-compatible server (vLLM, SGLang, `python -m engine serve`, ...), replayed with the same trace "
+    "after the engines. The prompts are tokenized with the chosen preset's tokenizer."
+)
+
+
+def endpoint_entry(prefix: str) -> EndpointSpec | None:
+    """The endpoint toggle and, when it is on, its settings; ``ValueError`` for settings that cannot run."""
+    if not st.toggle("Endpoint", key=f"{prefix}.endpoint", persist_state=KEEP, help=ENDPOINT_HELP):
+        return None
+    url = st.text_input(
+        "Endpoint URL", key=f"{prefix}.endpoint_url", persist_state=KEEP, placeholder="http://127.0.0.1:8000/v1"
+    )
+    model = st.text_input("Served model name", key=f"{prefix}.endpoint_model", persist_state=KEEP)
+    left, right = st.columns(2)
+    label = left.text_input("Label", key=f"{prefix}.endpoint_label", persist_state=KEEP, help="its name in charts")
+    kind = right.selectbox("API", ENDPOINT_TYPES, key=f"{prefix}.endpoint_type", persist_state=KEEP)
+    api_key = st.text_input(
+        "API key",
+        type="password",
+        key=f"{prefix}.endpoint_api_key",
+        persist_state=KEEP,
+        help="kept for this session only, never saved",
+    )
+    url, model, label = url.strip(), model.strip(), label.strip()
+    if not url:
+        raise ValueError("give the endpoint's URL, e.g. http://127.0.0.1:8000/v1")
+    if not model:
+        raise ValueError("give the model name the endpoint serves (its /v1/models lists them)")
+    taken = {name.lower() for name in (*ENGINE_ORDER, *ENGINE_LABELS.values())}
+    if label.lower() in taken:
+        raise ValueError(f"the endpoint's label {label!r} is an engine's name; choose another")
+    return EndpointSpec(url, model, label, api_key or None, kind)
 
 
 def _dataset(prefix: str) -> DatasetSpec:
@@ -216,6 +256,7 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
     problems: list[str] = []
     with st.sidebar:
         engines = engine_toggles(prefix)
+        endpoint = _attempt(problems, endpoint_entry, prefix)
         st.divider()
         preset = st.selectbox(
             "Model preset", preset_options(), key=f"{prefix}.preset", persist_state=KEEP, help=PRESET_HELP
@@ -237,8 +278,8 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
             persist_state=KEEP,
             help="All engines at once, sharing the device; by default they run one after another.",
         )
-    if not engines:
-        problems.insert(0, "switch on at least one engine")
+    if not engines and not st.session_state.get(f"{prefix}.endpoint"):
+        problems.insert(0, "switch on at least one engine or the endpoint")
     if problems:
         return None, problems[0]
     _notes(prefix, dataset, policies, int(num), int(max_new))
@@ -250,10 +291,13 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
             policies=policies,
             dataset=dataset,
             num_requests=int(num),
-            config=EngineConfig(engine=engines[0], controller=controller, drafter=drafter),
+            config=EngineConfig(
+                engine=engines[0] if engines else EngineConfig().engine, controller=controller, drafter=drafter
+            ),
             params=SamplingParams(temperature=float(temperature), max_new_tokens=int(max_new), seed=0),
             slo=slo,
             simultaneous=simultaneous,
+            endpoints=(endpoint,) if endpoint is not None else (),
         )
     except ValueError as exc:
         return None, str(exc)
