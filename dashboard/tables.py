@@ -104,6 +104,14 @@ def steps_frame(request: Request) -> pd.DataFrame:
     )
 
 
+def times_ar(runs: Sequence[RunView]) -> dict[str, float]:
+    """Each run's output tokens/s over AR's in the same view (empty until AR has a figure)."""
+    ar = next((r.summary.output_tok_s for r in runs if r.engine == "ar" and r.summary is not None), None)
+    if not ar:
+        return {}
+    return {r.engine: r.summary.output_tok_s / ar for r in runs if r.summary and r.summary.output_tok_s is not None}
+
+
 def fmt(value: float | None, unit: str = "", digits: int = 0) -> str:
     """A tile's text: ``—`` for a value not measured yet (None or NaN)."""
     if value is None or pd.isna(value):

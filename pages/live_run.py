@@ -56,7 +56,7 @@ shown = current_view()
 every = controls.remember_rendered("live", shown)
 
 
-def engine_panel(run: RunView, ts: pd.DataFrame) -> None:
+def engine_panel(run: RunView, ts: pd.DataFrame, speedup: float | None) -> None:
     color = engine_color(run.engine)
     label = engine_label(run.engine)
     st.markdown(f"<h4 style='margin:0;color:{color}'>● {label}</h4>", unsafe_allow_html=True)
@@ -75,6 +75,9 @@ def engine_panel(run: RunView, ts: pd.DataFrame) -> None:
         help="Output tokens of finished requests / time from the run's start to the latest finish, as in the "
         "run's summary. Tokens of requests still running are not counted yet, so during a run this trails "
         "the throughput chart.",
+        delta=None if speedup is None else f"{speedup:.2f}x AR",
+        delta_color="off",
+        delta_arrow="off",  # a ratio, not a change: 0.96x is not "up"
     )
     b.metric("acceptance", tables.fmt(s.acceptance_rate if s else None, digits=2), help=finished_only)
     c.metric("acc. length", tables.fmt(s.mean_acceptance_length if s else None, digits=2), help=finished_only)
@@ -92,10 +95,14 @@ def engine_panels() -> None:
     if view is None:
         return
     ts = tables.runs_timeseries(view.runs, manager.series_frames)
-    columns = st.columns(len(view.runs), border=True)
-    for column, run in zip(columns, view.runs, strict=True):
-        with column:
-            engine_panel(run, ts)
+    speedups = tables.times_ar(view.runs)
+    # at most three panels side by side (four as two rows of two): narrower, their figures get cut on a laptop
+    per_row = 2 if len(view.runs) == 4 else min(len(view.runs), 3)
+    for start in range(0, len(view.runs), per_row):
+        row = view.runs[start : start + per_row]
+        for column, run in zip(st.columns(per_row, border=True), row, strict=False):
+            with column:
+                engine_panel(run, ts, speedups.get(run.engine))
 
 
 @st.fragment(run_every=every)

@@ -279,3 +279,16 @@ def test_tile_text_marks_unmeasured_values():
     assert tables.fmt(None) == "—" and tables.fmt(math.nan) == "—"
     assert tables.fmt(1234.4, " ms") == "1,234 ms"
     assert tables.fmt(0.456, digits=2) == "0.46"
+
+
+def test_each_engines_speed_up_is_its_tokens_per_second_over_ars_in_the_same_view():
+    from types import SimpleNamespace as NS
+
+    from dashboard.tables import times_ar
+
+    def run(engine, tok_s):
+        return NS(engine=engine, summary=None if tok_s is None else NS(output_tok_s=tok_s))
+
+    runs = [run("ar", 20.0), run("baseline", 27.0), run("pdv", None)]
+    assert times_ar(runs) == {"ar": 1.0, "baseline": pytest.approx(1.35)}
+    assert times_ar([run("baseline", 27.0), run("ar", None)]) == {}  # AR has no figure yet: nothing to compare
