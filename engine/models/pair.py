@@ -74,11 +74,14 @@ class ModelPair:
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, text: str, raw: bool = False) -> list[int]:
     """Token ids for a user message: the tokenizer's chat template with a generation prompt, unless ``raw``."""
     if not raw and tokenizer.chat_template:
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
-        )
-        return list(tokenizer(text, add_special_tokens=False).input_ids)
+        return encode_conversation(tokenizer, [{"role": "user", "content": text}])
     return list(tokenizer(text).input_ids)
+
+
+def encode_conversation(tokenizer: PreTrainedTokenizerBase, conversation: list[dict[str, str]]) -> list[int]:
+    """Token ids for ``conversation`` (role/content dicts) through the chat template, ending in the model's turn."""
+    text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False).input_ids)
 
 
 def own_parameters(draft: torch.nn.Module, verifier: torch.nn.Module) -> int:

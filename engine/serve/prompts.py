@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.models.pair import encode_prompt
+from engine.models.pair import encode_conversation, encode_prompt
 from engine.serve.errors import APIError
 from engine.serve.protocol import ChatMessage
 
@@ -25,10 +25,9 @@ def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessa
         return encode_prompt(tokenizer, "\n".join(m.text for m in messages), raw=True)
     conversation = [{"role": m.role, "content": m.text} for m in messages]
     try:
-        text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+        return encode_conversation(tokenizer, conversation)
     except Exception as exc:  # a template may refuse a conversation (e.g. roles out of order)
         raise APIError(400, f"the chat template refused these messages: {exc}", param="messages") from exc
-    return list(tokenizer(text, add_special_tokens=False).input_ids)
 
 
 def completion_prompt_ids(tokenizer: PreTrainedTokenizerBase, prompt: str | list[str] | list[int]) -> list[int]:
