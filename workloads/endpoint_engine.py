@@ -147,6 +147,8 @@ class EndpointEngine:
         return {
             **self.spec.describe(),
             "output_tokens_from": dict(counts),
+            # tokenizing streamed text counted this many more tokens than the server's final usage said
+            "tokenized_over_final_usage": sum(s.over_usage for s in self._streamed.values()),
             "metrics_scraped": self._scraped,
             "metrics_error": None if self._scraped else self._scrape_error,
         }

@@ -10,9 +10,11 @@ from it means what it means for an in-process engine:
 * how many tokens a chunk carries comes from the server's ``usage`` (asked for
   with ``stream_options.include_usage`` and ``continuous_usage_stats``, as vLLM
   has them): the growth of ``completion_tokens`` since the last chunk. A
-  server that sends usage only at the end has its chunks counted by
-  tokenizing their text and the difference settled at the end; one that sends
-  none is counted by tokenizing alone (``TokenCount``);
+  server that sends usage only at the end (in a chunk of its own, as vLLM
+  without ``continuous_usage_stats``, or on the chunk with the finish reason,
+  as ``transformers serve``) has its chunks counted by tokenizing their text
+  and the difference settled at the end; one that sends none is counted by
+  tokenizing alone (``TokenCount``);
 * the end – when the stream closes after a finish reason: an ``emit`` with no
   tokens, so E2E runs to the end of the stream.
 
@@ -53,6 +55,7 @@ class Streamed:
 
     text: list[str] = field(default_factory=list)
     count: TokenCount = TokenCount.TOKENIZED
+    over_usage: int = 0  # tokens counted by tokenizing beyond the server's final usage (cannot be taken back)
 
 
 def request_body(spec: EndpointSpec, request: Request) -> dict[str, Any]:
@@ -90,6 +93,7 @@ class StreamReader:
         self.on_tokens = on_tokens  # (count) -> None: the engine's running total
         self.counted = 0  # tokens emitted so far
         self.usage_total: int | None = None  # the server's completion_tokens, latest
+        self.chunk_without_usage = False  # a chunk with text came without usage: usage is not continuous
         self.finish_reason: FinishReason | None = None
 
     def _ids(self, text: str, count: int | None) -> list[int]:
@@ -115,9 +119,13 @@ class StreamReader:
         text = choice.get("text") if "text" in choice else (choice.get("delta") or {}).get("content")
         text = text or ""
         count = None
-        if completion_tokens is not None:
-            count = completion_tokens - self.counted
+        if completion_tokens is not None and not self.chunk_without_usage:  # usage on every chunk so far
+            count = max(completion_tokens - self.counted, 0)
             self.streamed.count = TokenCount.USAGE
+        elif completion_tokens is not None:  # the final usage, on the last chunk with choices
+            self.usage_total = completion_tokens
+        elif text:
+            self.chunk_without_usage = True
         if text or count:
             ids = self._ids(text, count)
             self.streamed.text.append(text)
@@ -139,6 +147,7 @@ class StreamReader:
             self.streamed.count = TokenCount.FINAL_USAGE
             if self.usage_total > self.counted:  # tokens with no text (end of sequence) arrive with the end
                 self._emit(self._ids("", self.usage_total - self.counted))
+            self.streamed.over_usage = max(self.counted - self.usage_total, 0)
         self.request.emit([], [], self.finish_reason)
 
 
