@@ -60,6 +60,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI=true a skip is a failure, unless the test is marked ``slow`` (which says why it may skip)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and in_ci() and item.get_closest_marker("slow") is None and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, and only tests marked slow may skip there: {reason}"
+
+
 def greedy_run_matches_verifier(
     pair: ModelPair,
     engine: str,

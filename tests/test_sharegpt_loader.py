@@ -13,7 +13,7 @@ from conversations.sharegpt_file import DatasetError, TruncatedDatasetWarning, i
 from workloads.sharegpt import ShareGPTFilter, load_sharegpt
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SAMPLE_500 = REPO_ROOT.parent / "shared" / "data" / "sharegpt_v3_filtered_500.json"
+HELDOUT = REPO_ROOT / "workloads" / "data" / "sharegpt_heldout.json"  # 365 reply-less records, committed
 BUNDLED_RECORDS = 17_671
 BUNDLED_SIZE = 125_509_632
 
@@ -87,14 +87,13 @@ def test_bundled_requests_respect_default_filter(bundled):
         assert req.prompt_len == len(req.prompt.split())
 
 
-@pytest.mark.skipif(not SAMPLE_500.is_file(), reason=f"shared sample {SAMPLE_500} is not present")
 def test_reply_less_sample_loads_with_default_output_len():
-    dataset = load_sharegpt(SAMPLE_500, TOK, num_requests=None, seed=1, default_output_len=96)
-    assert dataset.records == 500
+    dataset = load_sharegpt(HELDOUT, TOK, num_requests=None, seed=1, default_output_len=96)
+    assert dataset.records == 365
     assert dataset.skipped_records == 0
     assert dataset.truncated_at is None
-    assert len(dataset.requests) + dataset.filtered_out == 500
-    assert len(dataset.requests) > 400
+    assert len(dataset.requests) + dataset.filtered_out == 365
+    assert len(dataset.requests) > 300
     assert all(r.output_len == 96 and not r.has_reply for r in dataset.requests)
 
 

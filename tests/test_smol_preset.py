@@ -7,6 +7,7 @@ from itertools import islice
 import pytest
 
 from conversations.sharegpt_file import iter_exchanges
+from engine.config import ControllerConfig, EngineConfig
 from engine.models import gguf_cache, presets
 from engine.models.pair import load_model_pair
 from tests.conftest import greedy_run_matches_verifier
@@ -41,6 +42,28 @@ def test_greedy_output_on_sharegpt_prompts_equals_verifier_generate(smol_pair, e
     assert len(prompts) == 3
     requests = greedy_run_matches_verifier(smol_pair, engine, prompts, 24, stop=True, timeout=300)
     assert sum(r.accepted for r in requests) > 0
+
+
+# the draft model with a fixed L, the default drafter (prompt lookup) with the adaptive cost controller,
+# and the draft model behind the confidence gate
+SETUPS = {
+    "fixed": dict(drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3)),
+    "cost": dict(controller=ControllerConfig(kind="cost")),
+    "gate": dict(drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3, draft_confidence=0.5)),
+}
+
+
+# the AR engine has no drafter or controller: one run covers it
+RUNS = [("ar", "fixed")] + [(engine, setup) for engine in ("baseline", "pd", "pdv") for setup in SETUPS]
+
+
+@pytest.mark.parametrize(("engine", "setup"), RUNS)
+def test_every_engine_and_controller_returns_the_verifier_greedy_output(smol_pair, engine, setup):
+    prompts = sharegpt_prompts(2)
+    config = EngineConfig(engine=engine, **SETUPS[setup])
+    requests = greedy_run_matches_verifier(smol_pair, engine, prompts, 16, config=config, stop=True, timeout=300)
+    drafted = sum(step.draft_len for r in requests for step in r.steps)
+    assert drafted == 0 if engine == "ar" else drafted > 0
 
 
 def test_a_second_load_does_not_reconvert(monkeypatch):
