@@ -19,10 +19,20 @@ for key, value in session_defaults().items():
 
 # URL paths differ from the file names on purpose: until some session has run this file, Streamlit
 # treats pages/ as a directory of pages, and a first visit straight to /<file name> would skip this frame
+live = st.Page("pages/live_run.py", title="Live run", icon=":material/monitoring:", url_path="live")
 pages = [
-    st.Page("pages/live_run.py", title="Live run", icon=":material/monitoring:", url_path="live", default=True),
+    live,
     st.Page("pages/sweep_run.py", title="Sweep", icon=":material/stacked_line_chart:", url_path="sweep"),
     st.Page("pages/saved_runs.py", title="Runs", icon=":material/folder_open:", url_path="runs"),
     st.Page("pages/inspect_request.py", title="Inspect", icon=":material/text_select_start:", url_path="inspect"),
 ]
-st.navigation(pages, position="top").run()
+
+
+def home() -> None:
+    st.switch_page(live)
+
+
+# Streamlit serves its default page at / only, so a default Live run page would not answer at /live: the
+# default is this hidden page, which opens Live run at its own address
+start = st.Page(home, title="PD-Verify", url_path="home", default=True, visibility="hidden")
+st.navigation([start, *pages], position="top").run()

@@ -12,6 +12,7 @@ Launches (background work, one at a time on the device):
 What the pages draw:
 
 * ``tables``     – the views as DataFrames, through ``metrics``;
+* ``comparison`` – every run against AR ("× AR") and the tables as shown: human headers, units, "—";
 * ``figures``    – pure Plotly builders (DataFrame -> Figure);
 * ``palette``    – engine and token-kind colours and names, defined once;
 * ``token_view`` – the Inspect page's output painted token by token.

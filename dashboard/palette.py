@@ -3,7 +3,8 @@
 Every chart, panel heading and widget label takes an engine's colour and name
 from here, so one engine looks the same everywhere. An endpoint's runs carry
 its label where an engine's carry ``ar``/``pdv``: it is shown as given, in
-``OTHER_COLOR``. The Inspect page paints token kinds
+``OTHER_COLOR``. Several runs of one engine on one chart keep its hue, in
+shades and dashes (``run_style``). The Inspect page paints token kinds
 (``engine.request.TokenKind``) with ``KIND_COLORS``.
 """
 
@@ -30,8 +31,29 @@ KIND_LABELS = {
 }
 
 
+# several runs of one engine on one chart: the same hue, each later run darker or lighter and dashed differently
+RUN_SHADES = (0.0, -0.35, 0.45, -0.6, 0.7)  # < 0 mixes in black, > 0 white
+RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")
+
+
 def engine_color(engine: str) -> str:
     return ENGINE_COLORS.get(str(engine), OTHER_COLOR)
+
+
+def shade(color: str, amount: float) -> str:
+    """``color`` (``#RRGGBB``) mixed with white (``amount`` > 0) or black (< 0) by ``abs(amount)``."""
+    rgb = [int(color[i : i + 2], 16) for i in (1, 3, 5)]
+    target = 255 if amount > 0 else 0
+    mixed = [round(c + (target - c) * abs(amount)) for c in rgb]
+    return "#" + "".join(f"{c:02X}" for c in mixed)
+
+
+def run_style(engine: str, nth: int) -> dict[str, str]:
+    """Line colour and dash of the ``nth`` (0-based) run of ``engine`` on a chart: the first is the engine's own."""
+    return {
+        "color": shade(engine_color(engine), RUN_SHADES[nth % len(RUN_SHADES)]),
+        "dash": RUN_DASHES[nth % len(RUN_DASHES)],
+    }
 
 
 def engine_label(engine: str) -> str:

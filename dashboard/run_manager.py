@@ -80,7 +80,7 @@ class RunManager:
             if isinstance(spec, InspectSpec):
                 launch: Launch = InspectLaunch(launch_id, spec, self.pair)
             else:
-                out = self.runs_root / launch_id
+                out = self.inside_root(self.runs_root / launch_id)
                 launch = ReplayLaunch(launch_id, spec, out, self.pair, self._write_lock)
             self._active = launch
             self._latest[spec.kind] = launch
@@ -114,11 +114,16 @@ class RunManager:
         return launch_id
 
     # ---------------------------------------------------------- run directories
-    def delete_run_dir(self, path: Path) -> None:
-        """Delete a run directory below the runs root; refuses anything else and one being written."""
+    def inside_root(self, path: Path) -> Path:
+        """``path`` resolved (``..`` and symlinks followed), if strictly below the runs root; else ValueError."""
         path, root = Path(path).resolve(), self.runs_root.resolve()
         if root not in path.parents:
             raise ValueError(f"{path} is not inside the runs directory {root}")
+        return path
+
+    def delete_run_dir(self, path: Path) -> None:
+        """Delete a run directory below the runs root; refuses anything else and one being written."""
+        path = self.inside_root(path)
         if not (path / RUN_JSON).is_file():
             raise ValueError(f"{path} is not a run directory (no {RUN_JSON})")
         active = self.active()

@@ -18,6 +18,9 @@ from pathlib import Path
 from conversations.sharegpt_file import DatasetError, ScanReport, TruncatedDatasetWarning, iter_exchanges
 
 UPLOAD_DIR = Path(tempfile.gettempdir()) / "pd-verify-uploads"
+# Streamlit's own limit (.streamlit/config.toml, server.maxUploadSize, in MiB) stops a larger file in the
+# browser; this one refuses it here too, whatever the server was started with.
+MAX_UPLOAD_MB = 200
 
 
 @dataclass(frozen=True)
@@ -28,8 +31,13 @@ class UploadCheck:
     truncated: bool = False
 
 
-def save_and_check(data: bytes, name: str, directory: Path = UPLOAD_DIR) -> UploadCheck:
-    """Store ``data`` (an upload called ``name``) and count its usable ShareGPT records."""
+def save_and_check(data: bytes, name: str, directory: Path = UPLOAD_DIR, max_mb: float | None = None) -> UploadCheck:
+    """Store ``data`` (an upload called ``name``) and count its usable ShareGPT records.
+
+    A file over ``max_mb`` MiB (default ``MAX_UPLOAD_MB``) is refused before anything is written."""
+    limit = MAX_UPLOAD_MB if max_mb is None else max_mb
+    if len(data) > limit * 2**20:
+        return UploadCheck(None, 0, f"{name} is {len(data) / 2**20:.1f} MB, over the {limit:g} MB upload limit")
     path = directory / f"{hashlib.sha256(data).hexdigest()[:16]}.json"
     try:
         if not path.exists():

@@ -22,6 +22,7 @@ import time
 
 from engine.config import ENGINES
 from engine.flags import (
+    DefaultsHelpFormatter,
     add_engine_args,
     add_model_args,
     add_sampling_args,
@@ -34,7 +35,7 @@ from engine.models.pair import ModelLoadError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    gen = sub.add_parser("generate", help="generate a completion for one prompt")
+    gen = sub.add_parser("generate", help="generate a completion for one prompt", formatter_class=DefaultsHelpFormatter)
     gen.add_argument("--engine", choices=ENGINES, default="baseline", help="engine (default: %(default)s)")
     gen.add_argument("--prompt", required=True, help="user message (chat template applied unless --raw)")
     gen.add_argument("--raw", action="store_true", help="send the prompt text as is, without the chat template")
@@ -43,15 +44,26 @@ def _parser() -> argparse.ArgumentParser:
     add_model_args(gen)
     add_sampling_args(gen)
     add_engine_args(gen)
-    prof = sub.add_parser("profile", help="print (measuring once) the step cost profile of a model pair")
+    prof = sub.add_parser(
+        "profile",
+        help="print (measuring once) the step cost profile of a model pair",
+        formatter_class=DefaultsHelpFormatter,
+    )
     add_model_args(prof)
     add_engine_args(prof)
-    srv = sub.add_parser("serve", help="serve one engine with an OpenAI-compatible API (/v1/completions, ...)")
+    srv = sub.add_parser(
+        "serve",
+        help="serve one engine with an OpenAI-compatible API (/v1/completions, ...)",
+        formatter_class=DefaultsHelpFormatter,
+    )
     srv.add_argument("--engine", choices=ENGINES, default="baseline", help="engine (default: %(default)s)")
     srv.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s, this machine only)")
     srv.add_argument("--port", type=int, default=8000, help="port (default: %(default)s; 0 = any free port)")
     srv.add_argument("--served-model-name", default=None, help="model name in the API (default: the preset's name)")
     srv.add_argument("--api-key", default=None, help="require Authorization: Bearer KEY on /v1 (default: none)")
+    srv.add_argument(
+        "--max-waiting", type=int, default=None, help="answer 429 while this many requests wait (default: no limit)"
+    )
     add_model_args(srv)
     add_engine_args(srv)
     return parser

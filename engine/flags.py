@@ -20,6 +20,16 @@ C = TypeVar("C")
 DTYPE_HELP = "one dtype for both models (default: float32 on the CPU, bfloat16 on CUDA; a distilled draft its own)"
 
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """Help that ends with each option's default, unless the help already names it or there is none to name."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def _flagged(cls: type) -> list[Field]:
     return [f for f in fields(cls) if "flag" in f.metadata]
 
@@ -80,7 +90,11 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     """Model-pair options of every command that loads models."""
     group = parser.add_argument_group("models")
     group.add_argument("--preset", choices=PRESETS, default=None, help=f"named model pair (default: {DEFAULT_PRESET})")
-    group.add_argument("--draft-model", default=None, help="draft model: hub id or local directory")
-    group.add_argument("--verifier-model", default=None, help="verifier model: hub id or local directory")
+    group.add_argument(
+        "--draft-model", default=None, help="draft model: hub id or local directory (default: the preset's)"
+    )
+    group.add_argument(
+        "--verifier-model", default=None, help="verifier model: hub id or local directory (default: the preset's)"
+    )
     group.add_argument("--device", default="auto", help="auto | cpu | cuda[:N] (default: %(default)s)")
     group.add_argument("--dtype", choices=DTYPES, default=None, help=DTYPE_HELP)

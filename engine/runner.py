@@ -7,6 +7,7 @@ import threading
 import torch
 from transformers import PreTrainedModel
 
+from engine import faults
 from engine.kv import ATTN_IMPLEMENTATION, KVStore, PackedBatch, Segment
 from engine.models.cpu_linear import chosen_backend, route_linears
 
@@ -71,4 +72,12 @@ class ModelRunner:
             store.length += n
         with self._lock:
             self._tokens_forwarded += start
-        return logits[0].float()
+        logits = faults.after_forward(self.name, logits[0].float())  # a test hook: see engine.faults
+        # NaN or +inf logits would be sampled into garbage tokens without a word: fail the batch instead.
+        # -inf is legitimate (a draft whose vocabulary is restricted masks the rest with -inf), so one
+        # reduction suffices: a sum is NaN or +inf exactly when a logit is NaN or +inf (or +inf meets -inf).
+        # On CUDA it is one more host sync per forward.
+        total = logits.sum()
+        if torch.isnan(total) or total == float("inf"):
+            raise FloatingPointError(f"the {self.name} forward returned non-finite logits (NaN or +inf)")
+        return logits

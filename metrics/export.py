@@ -50,6 +50,10 @@ class RunFilesError(ValueError):
     """A run directory that cannot take these runs; the message names the file."""
 
 
+class ForeignRunFile(RunFilesError):
+    """A run.json that is valid JSON but not a PD-Verify run file (another tool's)."""
+
+
 @dataclass(frozen=True)
 class RequestOutput:
     """What one request produced (a line of outputs.jsonl)."""
@@ -170,7 +174,9 @@ def _read_run_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise RunFilesError(f"{path}: not readable JSON ({exc})") from exc
     if not isinstance(data, dict) or data.get("format") != RUN_JSON_FORMAT or not isinstance(data.get("runs"), list):
-        raise RunFilesError(f"{path}: not a PD-Verify run file (format {RUN_JSON_FORMAT})")
+        raise ForeignRunFile(f"{path}: not a PD-Verify run file (format {RUN_JSON_FORMAT})")
+    if not all(isinstance(run, dict) for run in data["runs"]):
+        raise RunFilesError(f"{path}: its runs are not all JSON objects (edited by hand?)")
     return data
 
 

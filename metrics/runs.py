@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from metrics.export import RunFilesError, _read_run_json
+from metrics.export import ForeignRunFile, RunFilesError, _read_run_json
 from metrics.frames import RunFrames, normalize
 from metrics.schema import (
     OUTPUT_FIELDS,
@@ -41,6 +41,7 @@ class RunDirInfo:
     modified: float  # mtime of run.json, seconds since the epoch
     run_ids: tuple[str, ...]
     engines: tuple[str, ...]  # distinct, in first-run order
+    problem: str | None = None  # why its run.json cannot be read (a corrupted or hand-edited file)
 
 
 @dataclass(frozen=True)
@@ -64,8 +65,11 @@ def list_run_dirs(root: str | Path = DEFAULT_ROOT, max_depth: int = 3) -> list[R
             continue
         try:
             runs = _read_run_json(run_json)["runs"]
-        except RunFilesError:
-            continue  # not ours, or half-written by another tool: not a run directory
+        except ForeignRunFile:
+            continue  # another tool's run.json: not a run directory
+        except RunFilesError as exc:  # ours but corrupted or edited by hand: listed, and opening it says why
+            found.append(RunDirInfo(run_json.parent, run_json.stat().st_mtime, (), (), str(exc)))
+            continue
         run_ids = tuple(str(r.get("run_id")) for r in runs)
         engines = tuple(dict.fromkeys(str(r.get("engine")) for r in runs))
         found.append(RunDirInfo(run_json.parent, run_json.stat().st_mtime, run_ids, engines))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import figures, tables
+from dashboard import comparison, figures, tables
 from dashboard.palette import engine_color, engine_label
 from dashboard.replay_launch import ReplayLaunch
 from dashboard.replay_view import ReplayView, RunView
@@ -65,28 +65,39 @@ def engine_panel(run: RunView, ts: pd.DataFrame, speedup: float | None) -> None:
     if run.result is not None and run.result.engine_error:
         st.error(f"The {label} engine crashed: {run.result.engine_error}")
     s = run.summary
+    # three headline figures; every other one is in the summary table above, engine beside engine
     a, b, c = st.columns(3)
-    # the run summary's figures over the requests finished so far: while a run goes on, its tok/s
-    # leaves out the tokens of requests still running, so it trails the throughput chart
-    finished_only = "Over the requests finished so far, as in the run's summary."
     a.metric(
         "tok/s",
         tables.fmt(s.output_tok_s if s else None, digits=1),
         help="Output tokens of finished requests / time from the run's start to the latest finish, as in the "
         "run's summary. Tokens of requests still running are not counted yet, so during a run this trails "
-        "the throughput chart.",
-        delta=None if speedup is None else f"{speedup:.2f}x AR",
+        "the throughput chart. Below it: the same over AR's.",
+        delta=None if speedup is None else f"{speedup:.2f}× AR",
         delta_color="off",
-        delta_arrow="off",  # a ratio, not a change: 0.96x is not "up"
+        delta_arrow="off",  # a ratio, not a change: 0.96× is not "up"
     )
-    b.metric("acceptance", tables.fmt(s.acceptance_rate if s else None, digits=2), help=finished_only)
-    c.metric("acc. length", tables.fmt(s.mean_acceptance_length if s else None, digits=2), help=finished_only)
-    for metric in ("TTFT", "TPOT"):
-        cols = st.columns(3)
-        for col, q in zip(cols, ("p50", "p95", "p99"), strict=True):
-            value = getattr(s, f"{metric.lower()}_{q}_ms") if s else None
-            col.metric(f"{metric} {q} (ms)", tables.fmt(value))
+    b.metric("acceptance", tables.fmt(s.acceptance_rate if s else None, digits=2), help="accepted / drafted")
+    c.metric("TPOT p50 (ms)", tables.fmt(s.tpot_p50_ms if s else None, digits=1), help="time per output token")
     st.plotly_chart(figures.queue_depths(ts, run.engine), key=f"live.chart.queue.{run.engine}")
+
+
+@st.fragment(run_every=every)
+def summary_card() -> None:
+    view = current_view()
+    if view is None or not view.runs:
+        return
+    st.subheader("Summary")
+    engines = [r.engine for r in view.runs]
+    table = comparison.comparison_table([r.summary for r in view.runs], engines)
+    st.table(table)
+    note = (
+        "× AR: against AR on the same trace – tok/s above 1 is faster than AR, TPOT below 1 is faster. "
+        "Over the requests finished so far."
+    )
+    if "ar" not in engines:
+        note = "Switch AR on in the sidebar to see each engine against it (× AR). Over the requests finished so far."
+    st.caption(note)
 
 
 @st.fragment(run_every=every)
@@ -153,11 +164,8 @@ controls.status_card(
     describe_end,
     describe_running,
 )
+summary_card()
 engine_panels()
 timeline_card()
 latency_card()
 speculation_card()
-if shown is not None and shown.results and not shown.status.active:
-    st.subheader("Summary")
-    summary = tables.results_frames(shown.results).summary
-    st.dataframe(summary.drop(columns=["run_id"]).round(2), hide_index=True)

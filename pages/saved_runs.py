@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import figures
+from dashboard import comparison, figures
 from dashboard.palette import engine_label
 from metrics.export import RunFilesError
 from metrics.frames import cdf, position_frame, with_labels
@@ -105,7 +105,7 @@ short = {name: stopped_early(directory) for name, directory in opened.items()}
 summary = pd.concat(
     [
         labelled(d.frames.summary, d, n).assign(
-            **{"stopped early": [short[n].get(r, "") for r in d.frames.summary["run_id"]]}
+            directory=n, **{"stopped early": [short[n].get(r, "") for r in d.frames.summary["run_id"]]}
         )
         for n, d in opened.items()
     ],
@@ -145,7 +145,15 @@ with charts[2]:
     left, right = st.columns(2)
     left.plotly_chart(figures.throughput_over_time(series, group="label"), key="runs.chart.series_tput")
     right.plotly_chart(figures.draft_length_over_time(series, group="label"), key="runs.chart.series_len")
-st.dataframe(summary.drop(columns=["label"]).round(2), hide_index=True)
+st.dataframe(
+    comparison.summary_table(summary, within=["directory"]),
+    hide_index=True,
+    column_config={"Run": st.column_config.TextColumn(width="large")},  # the run's name, in full
+)
+st.caption(
+    "× AR: against the AR run at the same load in the same directory – tok/s above 1 is faster than AR, "
+    "TPOT below 1 is faster; — where there is no such AR run."
+)
 
 st.subheader("Files")
 for name, directory in opened.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import figures, tables
+from dashboard import comparison, figures, tables
 from dashboard.palette import engine_label
 from dashboard.replay_launch import ReplayLaunch
 from dashboard.replay_view import ReplayView
@@ -20,12 +20,6 @@ from widgets.manager import run_manager
 
 manager = run_manager()
 spec, problem = replay_form("sweep", sweep=True)
-
-SUMMARY_COLUMNS = [
-    "engine", "concurrency", "request_rate", "completed", "failed", "output_tok_s", "req_s", "ttft_p50_ms",
-    "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "acceptance_rate",
-    "mean_acceptance_length", "mean_draft_len", "goodput_req_s",
-]  # fmt: skip
 
 
 def current_view() -> ReplayView | None:
@@ -58,18 +52,19 @@ def progress_card() -> None:
     st.progress(finished / total if total else 0.0, text=text)
     rows = [
         {
-            "engine": engine_label(r.engine),
-            "load": r.load,
-            "state": r.state,
-            "requests": f"{r.finished}/{r.total}",
-            "tok/s": r.summary.output_tok_s if r.summary else None,
-            "TTFT p95 ms": r.summary.ttft_p95_ms if r.summary else None,
-            "TPOT p95 ms": r.summary.tpot_p95_ms if r.summary else None,
+            "Engine": engine_label(r.engine),
+            "Load": r.load,
+            "State": str(r.state),
+            "Requests": f"{r.finished}/{r.total}",
+            # as text: a run not started yet has no figures, and the grid would write "None"
+            "Output tok/s": comparison.text(r.summary.output_tok_s if r.summary else None, "{:,.1f}"),
+            "TTFT p95 (ms)": comparison.text(r.summary.ttft_p95_ms if r.summary else None, "{:,.0f}"),
+            "TPOT p95 (ms)": comparison.text(r.summary.tpot_p95_ms if r.summary else None, "{:,.1f}"),
         }
         for r in view.runs
     ]
     with st.expander("Runs", expanded=view.status.active):
-        st.dataframe(pd.DataFrame(rows).round(1), hide_index=True)
+        st.dataframe(pd.DataFrame(rows), hide_index=True)
     for r in view.runs:
         if r.result is not None and r.result.engine_error:
             st.error(f"{engine_label(r.engine)} at {r.load} crashed: {r.result.engine_error}")
@@ -86,9 +81,11 @@ def charts_card() -> None:
     frames = tables.results_frames(view.results)
     table = tables.with_mean_draft_length(frames.summary, frames.requests)
     table["stopped early"] = table["run_id"].map(short).fillna("")
-    summary = table[~table["run_id"].isin(short)]
+    summary = comparison.with_times_ar(table[~table["run_id"].isin(short)])
     closed = summary["request_rate"].isna().all()
     x = "concurrency" if closed else "request_rate"
+    # the question the sweep answers first: does speculation beat AR, and up to which load?
+    st.plotly_chart(figures.speedup_vs_load(summary, x), key="sweep.chart.speedup")
     charts = (
         ({"output_tok_s": ""}, "Throughput", "output tokens / s"),
         ({"ttft_p95_ms": "p95", "ttft_p99_ms": "p99"}, "TTFT p95 / p99", "ms"),
@@ -111,7 +108,11 @@ def charts_card() -> None:
         )
     if not table.empty:
         st.subheader("Results")
-        st.dataframe(table[[*SUMMARY_COLUMNS, "stopped early"]].round(2), hide_index=True)
+        st.dataframe(comparison.summary_table(table), hide_index=True)
+        st.caption(
+            "× AR: against AR at the same load – tok/s above 1 is faster than AR, TPOT below 1 is faster; "
+            "— where it does not apply."
+        )
 
 
 controls.status_card(

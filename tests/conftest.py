@@ -54,7 +54,7 @@ def hf_greedy(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int
 def pytest_collection_modifyitems(config, items):
     if os.environ.get("PDV_SLOW") == "1":
         return
-    skip = pytest.mark.skip(reason="slow (real multi-GB models); run with PDV_SLOW=1")
+    skip = pytest.mark.skip(reason="marked slow (over a minute: larger models, the soak); run with PDV_SLOW=1")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)

@@ -49,7 +49,7 @@ def test_fixed_never_changes():
     ctrl = make_controller(ControllerConfig(kind="fixed", draft_len=5))
     feed(ctrl, 0.0)
     assert ctrl.next_length(LoadSignals(99, 1e6, 32)) == 5
-    assert ctrl.changes == []
+    assert not ctrl.changes
 
 
 def test_feedback_grows_with_high_acceptance_and_headroom_up_to_max():
@@ -171,3 +171,13 @@ def test_the_feedback_targets_come_from_the_shared_cli_flags():
     zeros = parser.parse_args(["--target-decode-p95-ms", "0", "--draft-confidence", "0"])
     off = config_from_args(ControllerConfig, zeros)
     assert (off.target_decode_p95_ms, off.draft_confidence) == (None, None)  # 0 on the command line means off
+
+
+def test_the_change_log_keeps_only_the_latest_changes():
+    from engine.controllers.base import CHANGE_LOG_SIZE
+
+    ctrl = make_controller(ControllerConfig(kind="feedback", draft_len=4, max_len=6))
+    for i in range(CHANGE_LOG_SIZE + 10):
+        ctrl._record(1 + i % 2, f"change {i}")
+    assert len(ctrl.changes) == CHANGE_LOG_SIZE
+    assert ctrl.changes[0].reason == "change 10" and ctrl.changes[-1].reason == f"change {CHANGE_LOG_SIZE + 9}"

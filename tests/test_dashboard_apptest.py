@@ -31,7 +31,8 @@ PAGES = {
     "pages/saved_runs.py": "Runs",
     "pages/inspect_request.py": "Inspect one request",
 }
-ENGINES = ("baseline", "pd", "pdv")
+ENGINES = ("ar", "baseline", "pd", "pdv")
+LABELS = ["AR", "Baseline", "PD", "PDV"]
 RUN_TIMEOUT_S = 120
 
 
@@ -112,10 +113,14 @@ def test_every_page_renders_without_exception(runs_dir, page):
     assert not at.error
 
 
-def test_live_page_defaults_compare_baseline_pd_pdv_on_the_configured_preset(runs_dir):
+def test_live_and_sweep_pages_compare_every_engine_with_ar_by_default_on_the_configured_preset(runs_dir):
     at = open_app()
     on = {t.key.split(".")[-1]: t.value for t in at.toggle if t.key.startswith("live.engine.")}
-    assert on == {"ar": False, "baseline": True, "pd": True, "pdv": True}
+    assert on == {"ar": True, "baseline": True, "pd": True, "pdv": True}
+    at.switch_page("pages/sweep_run.py").run()
+    on = {t.key.split(".")[-1]: t.value for t in at.toggle if t.key.startswith("sweep.engine.")}
+    assert on == {"ar": True, "baseline": True, "pd": True, "pdv": True}
+    at.switch_page("pages/live_run.py").run()
     assert at.selectbox(key="live.preset").value == "tiny"  # PDV_DEFAULT_PRESET
     assert at.checkbox(key="live.simultaneous").value is False
     assert not at.button(key="live.start").disabled
@@ -130,18 +135,29 @@ def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_di
     rerun_until(at, ended("live"))
 
     assert not at.error, [e.value for e in at.error]
-    assert "Finished" in at.success[0].value and "3 run(s)" in at.success[0].value
-    assert [p.proto.text for p in at.get("progress")] == ["4/4 requests · done"] * 3
+    assert "Finished" in at.success[0].value and "4 run(s)" in at.success[0].value
+    assert [p.proto.text for p in at.get("progress")] == ["4/4 requests · done"] * 4
     panels = [m.value for m in at.markdown if m.value.startswith("<h4")]
-    assert [p.split("● ")[1].split("<")[0] for p in panels] == ["Baseline", "PD", "PDV"]
+    assert [p.split("● ")[1].split("<")[0] for p in panels] == LABELS
     figs = charts(at)
     expected = {"throughput", "device", "ttft", "tpot", "draft_len", "acceptance", "positions"}
     assert {k.removeprefix("live.chart.") for k in figs} >= expected | {f"queue.{e}" for e in ENGINES}
-    for name in ("throughput", "ttft", "tpot", "draft_len"):
+    for name in ("throughput", "ttft", "tpot"):
         traces = figs[f"live.chart.{name}"]["data"]
-        assert [t["name"] for t in traces] == ["Baseline", "PD", "PDV"], name
-    tok_s = [m.value for m in at.metric if m.label == "tok/s"]
-    assert len(tok_s) == 3 and all(v != "—" and float(v.replace(",", "")) > 0 for v in tok_s)
+        assert [t["name"] for t in traces] == LABELS, name
+    assert [t["name"] for t in figs["live.chart.draft_len"]["data"]] == LABELS[1:]  # AR drafts nothing
+    tiles = [m for m in at.metric if m.label == "tok/s"]
+    tok_s = [float(m.value.replace(",", "")) for m in tiles]
+    assert len(tok_s) == 4 and all(v > 0 for v in tok_s)
+    # every engine against AR, on its tile and in the summary table: tok/s over AR's
+    deltas = [m.proto.delta for m in tiles]
+    assert all(d.endswith("× AR") for d in deltas) and deltas[0] == "1.00× AR"
+    # the tiles round tok/s to 0.1: the ratios of the rounded figures agree to 0.01
+    assert [float(d.removesuffix("× AR")) for d in deltas] == pytest.approx([v / tok_s[0] for v in tok_s], abs=0.01)
+    summary = at.table[0].value
+    assert list(summary.columns) == LABELS
+    assert summary.loc["tok/s × AR"].tolist() == [d.removesuffix(" AR") for d in deltas]
+    assert summary.loc["TPOT p50 × AR", "AR"] == "1.00×" and "—" not in summary.loc["TPOT p99 × AR"].tolist()
 
     # the job wrote the runs where the Runs page looks
     (info,) = list_run_dirs(runs_dir)
@@ -153,12 +169,12 @@ def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_di
     at.switch_page("pages/saved_runs.py").run()
     assert not at.exception, at.exception
     listing = at.dataframe[0].value
-    assert list(listing["directory"]) == [info.path.name] and list(listing["runs"]) == [3]
+    assert list(listing["directory"]) == [info.path.name] and list(listing["runs"]) == [4]
     assert at.multiselect(key="runs.open").value == [info.path.name]
     downloads = [d.proto.label for d in at.get("download_button")]
     assert downloads == ["requests.csv", "timeseries.csv", "summary.csv", "outputs.jsonl", "run.json"]
     bars = charts(at)["runs.chart.tput"]["data"][0]
-    assert len(bars["x"]) == 3
+    assert len(bars["y"]) == 4
 
 
 def test_a_run_in_progress_updates_survives_page_switches_and_other_tabs_and_stops(runs_dir):
@@ -171,10 +187,10 @@ def test_a_run_in_progress_updates_survives_page_switches_and_other_tabs_and_sto
 
     # while the first engine runs, its finished requests are already on the charts and tiles
     figs = charts(at)
-    assert [t["name"] for t in figs["live.chart.ttft"]["data"]] == ["Baseline"]
-    assert [t["name"] for t in figs["live.chart.throughput"]["data"]] == ["Baseline"]
-    ttft_p50 = [m.value for m in at.metric if m.label == "TTFT p50 (ms)"]
-    assert ttft_p50[0] != "—" and ttft_p50[1:] == ["—", "—"]
+    assert [t["name"] for t in figs["live.chart.ttft"]["data"]] == ["AR"]
+    assert [t["name"] for t in figs["live.chart.throughput"]["data"]] == ["AR"]
+    ttft_p50 = at.table[0].value.loc["TTFT p50 (ms)"].tolist()
+    assert ttft_p50[0] != "—" and ttft_p50[1:] == ["—", "—", "—"]
 
     at.switch_page("pages/saved_runs.py").run()
     at.switch_page("pages/live_run.py").run()
@@ -193,13 +209,13 @@ def test_a_run_in_progress_updates_survives_page_switches_and_other_tabs_and_sto
     rerun_until(at, ended("live"), timeout=60)
     assert any(w.value.startswith("Stopped") for w in at.warning)
     states = [p.proto.text.split(" · ")[1] for p in at.get("progress")]
-    assert states == ["cancelled", "skipped", "skipped"]
+    assert states == ["cancelled", "skipped", "skipped", "skipped"]
     assert wait_for_no_threads() == []
 
     (info,) = list_run_dirs(runs_dir)  # the cancelled run is still recorded
     assert info.path.name == launch_id
     run = load_run_dir(info.path)
-    assert list(run.frames.summary["engine"]) == ["baseline"]
+    assert list(run.frames.summary["engine"]) == ["ar"]
     assert run.runs[0]["stop_reason"] == "cancelled"
     assert int(run.frames.summary["num_requests"][0]) < 2000
 
@@ -260,11 +276,11 @@ def test_a_failing_run_shows_its_error_on_the_page(runs_dir):
     at.file_uploader(key="live.upload").upload("short.json", json.dumps(short).encode(), "application/json").run()
     at.button(key="live.start").click().run()
     rerun_until(at, ended("live"))
-    assert len(at.error) == 1 and "trace is empty" in at.error[0].value
+    assert len(at.error) == 1 and "no prompt passes the length filter" in at.error[0].value
     assert wait_for_no_threads() == []
 
 
-def test_a_sweep_on_tiny_charts_every_engine_at_every_load(runs_dir):
+def test_a_sweep_on_tiny_charts_every_engine_at_every_load_and_its_speed_up_over_ar(runs_dir):
     at = open_app()
     at.switch_page("pages/sweep_run.py").run()
     at.toggle(key="sweep.engine.pd").set_value(False)
@@ -274,20 +290,32 @@ def test_a_sweep_on_tiny_charts_every_engine_at_every_load(runs_dir):
     at.button(key="sweep.start").click().run()
     rerun_until(at, ended("sweep"))
     assert not at.error, [e.value for e in at.error]
-    assert "4 of 4 run(s)" in at.success[0].value
+    assert "6 of 6 run(s)" in at.success[0].value
     results = at.dataframe[-1].value
-    assert sorted(zip(results["engine"], results["concurrency"], strict=True)) == [
-        ("baseline", 1), ("baseline", 2), ("pdv", 1), ("pdv", 2),
+    assert sorted(zip(results["Engine"], results["Concurrency"], strict=True)) == [
+        ("AR", 1), ("AR", 2), ("Baseline", 1), ("Baseline", 2), ("PDV", 1), ("PDV", 2),
     ]  # fmt: skip
+    assert "request_rate" not in results and "Request rate (req/s)" not in results  # a closed loop has none
+    runs = list(zip(results["Engine"], results["Concurrency"], strict=True))
+    tok_s = dict(zip(runs, results["Output tok/s"], strict=True))
+    ratios = dict(zip(runs, results["tok/s × AR"], strict=True))
+    assert ratios == pytest.approx({(e, c): v / tok_s[("AR", c)] for (e, c), v in tok_s.items()})
     tput = charts(at)["sweep.chart.0"]["data"]
-    assert [t["name"] for t in tput] == ["Baseline", "PDV"]
-    assert [values(t["x"]) for t in tput] == [[1, 2], [1, 2]]
+    assert [t["name"] for t in tput] == ["AR", "Baseline", "PDV"]
+    assert [values(t["x"]) for t in tput] == [[1, 2]] * 3
+    speedup = charts(at)["sweep.chart.speedup"]
+    assert [t["name"] for t in speedup["data"]] == ["Baseline", "PDV"]  # AR is the line at 1.0
+    assert [shape["y0"] for shape in speedup["layout"]["shapes"]] == [1.0]
+    for trace in speedup["data"]:
+        drawn = dict(zip(values(trace["x"]), values(trace["y"]), strict=True))
+        assert drawn == pytest.approx({c: ratios[(trace["name"], c)] for c in (1, 2)})
+    assert speedup["layout"]["xaxis"]["tickvals"] == [1, 2]  # whole concurrencies only
 
 
 def test_a_sweep_run_cut_short_by_stop_is_marked_in_the_table_and_left_off_the_charts(runs_dir):
     at = open_app()
     at.switch_page("pages/sweep_run.py").run()
-    for engine in ("pd", "pdv"):
+    for engine in ("ar", "pd", "pdv"):
         at.toggle(key=f"sweep.engine.{engine}").set_value(False)
     at.text_input(key="sweep.concurrencies").set_value("1, 2")
     at.number_input(key="sweep.num_requests").set_value(400)  # far more than the test waits for
@@ -302,7 +330,7 @@ def test_a_sweep_run_cut_short_by_stop_is_marked_in_the_table_and_left_off_the_c
     at.button(key="sweep.stop").click().run()
     rerun_until(at, ended("sweep"))
     results = at.dataframe[-1].value
-    assert list(results["stopped early"]) == ["cancelled"]
+    assert list(results["Stopped early"]) == ["cancelled"]
     assert any("Not on the charts: 1 run(s)" in c.value for c in at.caption)
     assert charts(at)["sweep.chart.0"]["data"] == []
 
@@ -334,7 +362,7 @@ def test_simultaneous_runs_say_they_share_the_device_and_are_all_written(runs_di
     at.button(key="live.start").click().run()
     rerun_until(at, ended("live"))
     assert not at.error, [e.value for e in at.error]
-    assert [p.proto.text for p in at.get("progress")] == ["3/3 requests · done"] * 3
+    assert [p.proto.text for p in at.get("progress")] == ["3/3 requests · done"] * len(ENGINES)
     (info,) = list_run_dirs(runs_dir)
     run = load_run_dir(info.path)
     assert sorted(run.frames.summary["engine"]) == sorted(ENGINES)  # one writer at a time: nothing lost
@@ -446,9 +474,10 @@ def test_runs_page_lists_cli_runs_compares_them_and_deletes_after_confirmation(r
     at.multiselect(key="runs.open").set_value(["first", "nested/second"]).run()
     assert not at.exception, at.exception
     summary = at.dataframe[1].value
-    assert sorted(summary["engine"]) == ["baseline", "pd", "pd", "pdv"]
+    assert sorted(summary["Engine"]) == ["Baseline", "PD", "PD", "PDV"]
+    assert set(summary["tok/s × AR"]) == {"—"}  # no AR run in either directory to compare with
     tput = charts(at)["runs.chart.tput"]["data"][0]
-    assert sorted(tput["x"]) == ["first · baseline · C=2", "first · pdv · C=2", "nested/second · pd · C=1",
+    assert sorted(tput["y"]) == ["first · baseline · C=2", "first · pdv · C=2", "nested/second · pd · C=1",
                                  "nested/second · pd · C=2"]  # fmt: skip
     by_position = charts(at)["runs.chart.positions"]
     assert by_position["layout"]["title"]["text"] == "Acceptance by draft position"
@@ -483,9 +512,11 @@ def test_runs_page_marks_runs_cut_short_and_a_directory_of_mixed_setups(runs_dir
     at.switch_page("pages/saved_runs.py").run()
     assert not at.exception, at.exception
     summary = at.dataframe[1].value
-    assert dict(zip(summary["engine"], summary["stopped early"], strict=True)) == {"ar": "", "pd": "timeout"}
+    assert dict(zip(summary["Engine"], summary["Stopped early"], strict=True)) == {"AR": "—", "PD": "timeout"}
+    ar_tok_s, pd_tok_s = summary["Output tok/s"]
+    assert list(summary["tok/s × AR"]) == pytest.approx([1.0, pd_tok_s / ar_tok_s])  # same directory and load
     tput = charts(at)["runs.chart.tput"]["data"][0]
-    assert sorted(tput["x"]) == ["ar · C=1", "pd · C=1 (stopped early: timeout)"]
+    assert sorted(tput["y"]) == ["ar · C=1", "pd · C=1 (stopped early: timeout)"]
     (warning,) = [w.value for w in at.warning if "differ in models, device or dataset" in w.value]
     assert "prompt 12" in warning and "prompt 8" in warning
 
@@ -500,8 +531,8 @@ def test_open_loop_and_an_adaptive_controller_reach_the_engine_as_chosen(runs_di
     at.number_input(key="live.burstiness").set_value(0.5)
     at.number_input(key="live.num_requests").set_value(3)
     at.number_input(key="live.max_new_tokens").set_value(4)
-    at.toggle(key="live.engine.pd").set_value(False)
-    at.toggle(key="live.engine.baseline").set_value(False)
+    for engine in ("ar", "baseline", "pd"):
+        at.toggle(key=f"live.engine.{engine}").set_value(False)
     at.button(key="live.start").click().run()
     rerun_until(at, ended("live"))
     assert not at.error, [e.value for e in at.error]
@@ -543,7 +574,8 @@ def test_an_engine_that_crashes_shows_its_error_in_its_panel_and_the_others_stil
 
     monkeypatch.setattr(registry, "make_engine", crashing_pd)
     at = open_app()
-    at.toggle(key="live.engine.pdv").set_value(False)
+    for engine in ("ar", "pdv"):
+        at.toggle(key=f"live.engine.{engine}").set_value(False)
     at.number_input(key="live.num_requests").set_value(3)
     at.number_input(key="live.max_new_tokens").set_value(4)
     at.button(key="live.start").click().run()
@@ -602,7 +634,7 @@ def test_a_live_run_with_an_endpoint_runs_it_after_the_engines_and_records_it(ru
     at.switch_page("pages/saved_runs.py").run()
     assert not at.exception, at.exception
     assert list(at.dataframe[0].value["runs"]) == [len(names)]
-    assert len(charts(at)["runs.chart.tput"]["data"][0]["x"]) == len(names)
+    assert len(charts(at)["runs.chart.tput"]["data"][0]["y"]) == len(names)
 
 
 def test_a_sweep_runs_the_endpoint_at_every_load_point(runs_dir, endpoint_url):

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from dashboard import figures, palette, tables
+from dashboard import comparison, figures, palette, tables
 from dashboard.token_view import legend_html, pieces_html, token_pieces
 from engine.request import Request, StepRecord
 from metrics.frames import position_frame, with_labels
@@ -182,11 +182,112 @@ def test_an_all_at_once_rate_keeps_its_point_on_the_rate_axis():
     assert finite.layout.xaxis.type != "category"
 
 
-def test_summary_bars_colour_each_run_by_its_engine():
+def test_summary_bars_colour_each_run_by_its_engine_and_later_runs_of_it_in_its_shades():
     s = summary()
     fig = figures.summary_bars(s, {"output_tok_s": "tok/s"}, "Throughput", "tok/s")
-    assert list(fig.data[0].x) == list(s["label"])
-    assert list(fig.data[0].marker.color) == [palette.ENGINE_COLORS[e] for e in s["engine"]]
+    assert list(fig.data[0].y) == list(s["label"]) and fig.data[0].orientation == "h"
+    expected = [palette.run_style(e, i)["color"] for e in ENGINES for i in range(3)]  # three runs per engine
+    assert list(fig.data[0].marker.color) == expected
+    assert expected[0] == palette.ENGINE_COLORS["baseline"] and len(set(expected)) == len(expected)
+    assert fig.layout.showlegend is False
+
+
+def test_percentile_bars_differ_by_fill_pattern_which_the_legend_shows():
+    s = summary()
+    fig = figures.summary_bars(s, {"tpot_p95_ms": "p95", "tpot_p99_ms": "p99"}, "TPOT", "ms")
+    assert [t.name for t in fig.data] == ["p95", "p99"] and fig.layout.showlegend is True
+    assert [t.marker.pattern.shape for t in fig.data] == ["", "/"]
+    assert list(fig.data[1].x) == list(s["tpot_p99_ms"])
+    many = figures.summary_bars(pd.concat([s] * 4), {"tpot_p95_ms": "p95"}, "TPOT", "ms")
+    assert many.layout.height > fig.layout.height  # each run keeps its row
+
+
+def test_several_runs_of_one_engine_keep_its_hue_in_distinct_shades_and_dashes():
+    ts = pd.concat([series().assign(label=series()["label"] + f" #{i}") for i in range(3)], ignore_index=True)
+    fig = figures.throughput_over_time(ts, group="label")
+    pd_lines = [t.line for t in fig.data if t.name.startswith("pd ·")]
+    assert len(pd_lines) == 3 and pd_lines[0].color == palette.ENGINE_COLORS["pd"]
+    assert len({line.color for line in pd_lines}) == 3 and len({line.dash for line in pd_lines}) == 3
+    assert all(palette.run_style("pd", i)["color"] not in palette.ENGINE_COLORS.values() for i in (1, 2))
+
+
+def test_legend_sits_between_the_title_and_the_plot_and_grows_the_figure():
+    fig = figures.throughput_over_time(series())
+    assert (fig.layout.title.yref, fig.layout.title.yanchor, fig.layout.title.automargin) == ("container", "top", True)
+    legend = fig.layout.legend
+    assert (legend.yref, legend.yanchor, legend.orientation, legend.maxheight) == ("container", "top", "h", 1)
+    title_band = (1 - legend.y) * fig.layout.height
+    assert title_band >= 30 and fig.layout.margin.t >= title_band + 28  # the legend's band lies under the title
+    labelled = pd.concat([series().assign(label=lambda f, i=i: f["label"] + f" #{i}") for i in range(4)])
+    assert figures.throughput_over_time(labelled, group="label").layout.height > fig.layout.height  # 12 entries
+
+
+def test_lines_that_may_lie_on_each_other_are_drawn_widest_first():
+    fig = figures.draft_length_over_time(series())  # every engine at L = 4: one line on top of the others
+    widths = [t.line.width for t in fig.data]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == len(ENGINES)
+
+
+def test_concurrency_ticks_are_the_loads_and_the_axis_is_logarithmic_across_a_decade():
+    fig = figures.metric_vs_load(summary(), {"output_tok_s": ""}, "concurrency", "Throughput", "tok/s")
+    assert list(fig.layout.xaxis.tickvals) == [1, 2, 4] and fig.layout.xaxis.type == "linear"
+    wide = summary().assign(concurrency=lambda f: f["concurrency"].map({1: 1, 2: 4, 4: 16}))
+    fig = figures.metric_vs_load(wide, {"output_tok_s": ""}, "concurrency", "Throughput", "tok/s")
+    assert list(fig.layout.xaxis.tickvals) == [1, 4, 16] and list(fig.layout.xaxis.ticktext) == ["1", "4", "16"]
+    assert fig.layout.xaxis.type == "log"
+    assert len({t.marker.symbol for t in fig.data}) == len(ENGINES)  # engines that agree are still told apart
+
+
+def test_speed_up_chart_draws_each_engine_over_ar_at_each_load_with_ar_as_the_line_at_one():
+    s = pd.concat([summary(), summary().query("engine == 'pd'").assign(engine="ar", output_tok_s=[20.0, 5.0, 10.0])])
+    fig = figures.speedup_vs_load(comparison.with_times_ar(s), "concurrency")
+    assert [t.name for t in fig.data] == ["Baseline", "PD", "PDV"]
+    for trace in fig.data:  # every engine makes 10 tok/s x C; AR 5, 10 and 20 at C = 1, 2, 4
+        assert list(trace.x) == [1, 2, 4] and list(trace.y) == pytest.approx([2.0, 2.0, 2.0])
+    assert [shape.y0 for shape in fig.layout.shapes] == [1.0]
+    without_ar = figures.speedup_vs_load(comparison.with_times_ar(summary()), "concurrency")
+    assert not without_ar.data and "switch AR on" in without_ar.layout.annotations[0].text
+
+
+def test_times_ar_compares_runs_at_the_same_load_and_within_the_same_directory_only():
+    s = pd.DataFrame({
+        "directory": ["a", "a", "a", "b"], "engine": ["ar", "pdv", "pdv", "pdv"], "concurrency": [1, 1, 4, 1],
+        "request_rate": [math.nan] * 4, "output_tok_s": [10.0, 15.0, 40.0, 30.0], "tpot_p50_ms": [100.0, 80.0, 5, 5],
+        "tpot_p99_ms": [200.0, 300.0, 5, 5],
+    })  # fmt: skip
+    out = comparison.with_times_ar(s, within=["directory"])
+    assert list(out["x_ar_tok_s"][:2]) == [1.0, 1.5] and list(out["x_ar_tpot_p50"][:2]) == [1.0, 0.8]
+    assert out["x_ar_tpot_p99"][1] == 1.5
+    assert out["x_ar_tok_s"][2:].isna().all()  # no AR run at C=4, none in directory b
+
+
+def test_summary_table_has_human_headers_key_columns_first_and_dashes_for_what_does_not_apply():
+    s = summary().assign(num_requests=4, completed=3, failed=1, goodput_req_s=math.nan)
+    s.loc[s["engine"] == "pd", "engine"] = "ar"
+    s.loc[s["engine"] == "baseline", "output_tok_s"] *= 2  # twice AR's at every load
+    styled = comparison.summary_table(s)
+    headers = list(styled.data.columns)
+    assert headers[:8] == ["Run", "Engine", "Concurrency", "Requests ok", "Output tok/s", "tok/s × AR",
+                           "TPOT p50 × AR", "TPOT p99 × AR"]  # fmt: skip
+    assert "Request rate (req/s)" not in headers and "Goodput (req/s)" not in headers  # a closed loop, no SLOs
+    assert not any("_" in h for h in headers)
+    html = styled.to_html()
+    assert "None" not in html and "nan" not in html and "—" in html  # AR's acceptance does not apply
+    assert "2.00×" in html and "1.00×" in html and "3/4" in html
+
+
+def test_live_comparison_is_one_column_per_engine_with_ratios_against_ar():
+    from metrics.summary import RunSummary
+
+    def run(engine, tok_s, tpot):
+        return RunSummary("r", engine, 4, None, 8, 8, 0, 1.0, tok_s, 1.0, 10.0, 20.0, 30.0, tpot, tpot, tpot,
+                          None, None, None, None, None if engine == "ar" else 0.5, None, None)  # fmt: skip
+
+    table = comparison.comparison_table([run("ar", 20.0, 50.0), run("pdv", 30.0, 40.0), None], ["ar", "pdv", "pd"])
+    assert list(table.columns) == ["AR", "PDV", "PD"]
+    assert table.loc["tok/s × AR"].tolist() == ["1.00×", "1.50×", "—"]
+    assert table.loc["TPOT p50 × AR"].tolist() == ["1.00×", "0.80×", "—"]
+    assert table.loc["Acceptance"].tolist() == ["—", "0.50", "—"]
 
 
 def test_cdf_lines_one_per_label():
@@ -242,6 +343,7 @@ def test_step_bars_show_drafted_and_accepted_per_step():
     assert [t.name for t in fig.data] == ["drafted", "accepted"]
     assert list(fig.data[0].y) == [4, 4, 2] and list(fig.data[1].y) == [4, 1, 0]
     assert list(fig.data[0].x) == [1, 2, 3]
+    assert fig.data[0].marker.color != fig.data[1].marker.color  # the two legend swatches differ
 
 
 def test_mean_draft_length_is_drafted_tokens_per_verify_step_of_each_run():

@@ -9,7 +9,7 @@ from metrics.runs import list_run_dirs, load_run_dir
 from metrics.schema import OUTPUT_FIELDS, REQUEST_COLUMNS, RUN_FILES, SUMMARY_COLUMNS, TIMESERIES_COLUMNS
 from workloads.__main__ import main
 
-ENGINES = ("baseline", "pd", "pdv")
+ENGINES = ("ar", "baseline", "pd", "pdv")
 N = 20
 
 
@@ -24,6 +24,7 @@ def test_replay_on_tiny_writes_all_files_and_accounts_for_every_request(tmp_path
         "replay", "--engines", ",".join(ENGINES), "--concurrency", "4", "--num-requests", str(N),
         "--dataset", "synthetic", "--input-len", "24", "--output-len", "8", "--range-ratio", "0.5",
         "--preset", "tiny", "--device", "cpu", "--seed", "3", "--ttft-slo-ms", "5000", "--out", str(out),
+        "--json",
     ])  # fmt: skip
     stdout = capsys.readouterr().out
     assert code == 0
@@ -43,12 +44,11 @@ def test_replay_on_tiny_writes_all_files_and_accounts_for_every_request(tmp_path
     summary, requests, series = run.frames.summary, run.frames.requests, run.frames.timeseries
     assert list(summary["engine"]) == list(ENGINES)
     assert (summary["num_requests"] == N).all()
-    assert (summary["completed"] + summary["failed"] == N).all()
+    assert (summary["completed"] == N).all() and (summary["failed"] == 0).all()
     assert requests.groupby("engine").size().to_dict() == dict.fromkeys(ENGINES, N)
-    assert set(requests["status"]) <= {"ok", "failed", "cancelled", "rejected"}
+    assert set(requests["status"]) == {"ok"}
     assert (summary["goodput_req_s"] > 0).all()
-    ok = requests[requests["status"] == "ok"]
-    assert (ok["ttft_ms"] > 0).all() and (ok["output_tokens"] >= 1).all()
+    assert (requests["ttft_ms"] > 0).all() and (requests["output_tokens"] >= 1).all()
     # lanes an engine lacks are empty, not zero
     assert series.loc[series["engine"] != "pdv", "queue_verify"].isna().all()
     assert series.loc[series["engine"] == "baseline", "queue_decode"].isna().all()
@@ -62,4 +62,9 @@ def test_replay_on_tiny_writes_all_files_and_accounts_for_every_request(tmp_path
         assert series["gpu_util"].isna().all() and series["gpu_mem_util"].isna().all()
     prompts = run.frames.outputs.groupby("run_id")["prompt_token_ids"].apply(list)
     assert all(p == prompts.iloc[0] for p in prompts), "every engine must replay the identical trace"
+    # greedy: every engine returns, request for request, the same tokens as the verifier alone (AR)
+    outputs = run.frames.outputs.set_index(["engine", "request_id"])["output_token_ids"]
+    reference = outputs.loc["ar"].sort_index()
+    for engine in ENGINES[1:]:
+        assert outputs.loc[engine].sort_index().tolist() == reference.tolist(), engine
     assert [info.path for info in list_run_dirs(tmp_path)] == [out]

@@ -1,11 +1,14 @@
-"""The replay CLI refuses bad input with one message and exit code 2, before loading anything."""
+"""The replay CLI: bad input refused with one message and exit code 2 before loading anything; its output and help."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from metrics.summary import RunSummary
 from workloads.__main__ import main
+from workloads.replay_args import build_parser
 from workloads.report import format_table
 
 BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic"]
@@ -108,3 +111,75 @@ def test_settings_that_limit_each_other_are_noted(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "note: output length 64 is capped by max new tokens (4)" in err
     assert "note: concurrency 5 is above the 2 requests: at most 2 run at once" in err
+
+
+def test_engine_names_are_taken_in_any_case_and_the_json_line_only_with_json(tmp_path, capsys):
+    args = ["--concurrency", "1", "--num-requests", "2", "--output-len", "4", "--warmup", "0"]
+    assert run_cli([*BASE, "--engines", "AR,Pdv", *args, "--out", str(tmp_path / "a")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in lines[2:4]] == ["ar", "pdv"]
+    assert lines[-1].startswith("wrote 2 run(s)") and not any(line.startswith("{") for line in lines)
+
+    assert run_cli([*BASE, "--engines", "ar", *args, "--out", str(tmp_path / "b"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["out_dir"] == str(tmp_path / "b") and [s["engine"] for s in result["summaries"]] == ["ar"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"not": "an array"', "not JSON"),
+        ('[{"id": 1, "conversations": [{"from": "human"', "usable prompt"),
+        ('[{"id": 1, "conversations": [{"from": "gpt", "value": "only a reply"}]}]', "usable prompt"),
+    ],
+    ids=["not_json", "cut_in_its_first_record", "no_human_turn"],
+)
+def test_a_dataset_file_that_cannot_be_used_is_refused_before_the_models_load(
+    tmp_path, capsys, monkeypatch, content, message
+):
+    from engine.models import pair
+
+    def never(*args, **kwargs):
+        raise AssertionError("the models were loaded before the dataset was checked")
+
+    monkeypatch.setattr(pair, "load_model_pair", never)
+    dataset = tmp_path / "chats.json"
+    dataset.write_text(content)
+    argv = ["replay", "--preset", "tiny", "--device", "cpu", "--engines", "ar", "--dataset", str(dataset)]
+    assert run_cli([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]  # the loader may draw a progress bar first
+    assert len(errors) == 1 and message in errors[0] and str(dataset) in errors[0], err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "defaults"),
+    [
+        (["replay"], ["--num-requests NUM_REQUESTS\n", "(default: 50)", "(default: 256)", "(default: 1.0)"]),
+        (["generate"], ["(default: baseline)", "(default: 128)", "(default: cost)", "(default: the preset's)"]),
+    ],
+)
+def test_help_shows_every_default(argv, defaults, capsys):
+    from engine.__main__ import _parser
+
+    parse = build_parser().parse_args if argv == ["replay"] else _parser().parse_args
+    with pytest.raises(SystemExit):
+        parse([*argv, "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines where the terminal ends
+    for default in defaults:
+        assert " ".join(default.split()) in text, default
+    assert "(default: None)" not in text and "(default: False)" not in text
+
+
+def test_summary_table_sets_each_run_against_ar_at_the_same_load():
+    def run(engine, concurrency, tok_s):
+        return RunSummary("r", engine, concurrency, None, 4, 4, 0, 1.0, tok_s, 1.0, *[10.0] * 6, None,
+                          *[None] * 3, None, None, None)  # fmt: skip
+
+    table = format_table(
+        [run("ar", 1, 20.0), run("pdv", 1, 30.0), run("ar", 4, 50.0), run("pdv", 4, 40.0), run("pd", 2, 9.0)]
+    )
+    rows = {tuple(line.split()[:2]): line.split()[4] for line in table.splitlines()[2:7]}
+    assert rows == {("ar", "C=1"): "1.00", ("pdv", "C=1"): "1.50", ("ar", "C=4"): "1.00", ("pdv", "C=4"): "0.80",
+                    ("pd", "C=2"): "-"}  # fmt: skip

@@ -5,11 +5,15 @@ Example::
     python -m workloads replay --engines ar,baseline,pd,pdv --concurrency 1,4,16 \\
         --num-requests 100 --dataset sharegpt --preset smol --seed 0 --out runs/smol-c
 
+``python -m workloads bench`` runs the benchmark suite (``workloads.bench``);
+``python -m workloads report RUN_DIR... --out report.html`` writes a
+self-contained HTML report of run directories (``workloads.html_report``).
+
 Open-loop instead of closed-loop: ``--rates 1,2,4 [--burstiness B] [--max-concurrency M]``
-(``--request-rate R`` is a one-rate ``--rates``). Prints a summary table, then
-one JSON line (``{"out_dir", "run_ids", "summaries"}``) as the last line of
-stdout. Exit codes: 0 when every planned run ran to its end; 1 when a run
-stopped early (timeout, engine error, an engine that did not stop), a run
+(``--request-rate R`` is a one-rate ``--rates``). Prints a summary table and,
+with ``--json``, one JSON line (``{"out_dir", "run_ids", "summaries"}``) as
+the last line of stdout. Exit codes: 0 when every planned run ran to its
+end; 1 when a run stopped early (timeout, engine error, an engine that did not stop), a run
 file could not be written, or the sweep ended before its last run, each
 named on stderr; 2 for bad input, with
 one message; 130 on Ctrl-C, which keeps the runs that finished.
@@ -24,6 +28,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 from conversations.sharegpt_file import TruncatedDatasetWarning
 from metrics.export import jsonable
@@ -36,6 +41,34 @@ from workloads.replay_args import (
     plan_from_args,
 )
 from workloads.report import format_table
+from workloads.trace import DatasetSpec
+
+
+def check_dataset_file(dataset: DatasetSpec) -> None:
+    """Read a local dataset file's prompts before any model loads: a file that cannot be used fails in a
+    second rather than after the models have loaded. ``UsageError`` names the file and what is wrong with it.
+
+    The bundled sets are known to be readable; a hub dataset is fetched only when it is loaded.
+    """
+    from conversations.sharegpt_file import ScanReport, iter_exchanges
+    from workloads.datasets_source import load_exchanges
+
+    if not Path(dataset.name).is_file():
+        return
+    report = ScanReport()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=TruncatedDatasetWarning)  # loading reports it again
+            logging.disable(logging.WARNING)
+            found = load_exchanges(dataset.name, dataset.split, dataset.config)
+            usable = len(found) if found is not None else sum(1 for _ in iter_exchanges(dataset.name, report))
+    except (ValueError, OSError) as exc:
+        raise UsageError(str(exc)) from exc
+    finally:
+        logging.disable(logging.NOTSET)
+    if usable == 0:
+        cut = "" if report.truncated_at is None else f"; the file ends inside a record at byte {report.truncated_at}"
+        raise UsageError(f"{dataset.name}: no usable prompt (expected ShareGPT records with a human turn{cut})")
 
 
 def replay_command(args: argparse.Namespace) -> int:
@@ -45,10 +78,12 @@ def replay_command(args: argparse.Namespace) -> int:
 
     from engine.models.pair import load_model_pair
     from workloads.environment import run_context
+    from workloads.mt_bench import run_mt_bench
     from workloads.sweep import RunNotWritten, SweepProgress, run_sweep, setting_limits
-    from workloads.trace import load_trace
+    from workloads.trace import MT_BENCH, load_trace
 
     plan, dataset, out = plan_from_args(args)
+    check_dataset_file(dataset)
     for note in setting_limits(dataset, plan.policies, args.num_requests, args.max_new_tokens):
         print(f"note: {note}", file=sys.stderr)
     try:
@@ -104,7 +139,8 @@ def replay_command(args: argparse.Namespace) -> int:
 
     def work() -> None:
         try:
-            run_sweep(pair, trace, plan, out, meta=meta, cancel=cancel, progress=progress, on_result=results.append)
+            run = run_mt_bench if dataset.name == MT_BENCH else run_sweep  # MT-Bench: each run, then its turn 2
+            run(pair, trace, plan, out, meta=meta, cancel=cancel, progress=progress, on_result=results.append)
         except Exception as exc:  # noqa: BLE001 - re-raised on the main thread
             failure.append(exc)
         finally:
@@ -128,18 +164,13 @@ def replay_command(args: argparse.Namespace) -> int:
     summaries = [r.summary for r in results]
     print(format_table(summaries))
     print(f"wrote {len(results)} run(s) to {out}")
-    print(
-        json.dumps(
-            jsonable(
-                {
-                    "out_dir": str(out),
-                    "run_ids": [r.run_id for r in results],
-                    "summaries": [asdict(s) for s in summaries],
-                }
-            ),
-            allow_nan=False,
-        )
-    )
+    if args.json:
+        machine = {
+            "out_dir": str(out),
+            "run_ids": [r.run_id for r in results],
+            "summaries": [asdict(s) for s in summaries],
+        }
+        print(json.dumps(jsonable(machine), allow_nan=False))
     if failure:  # a run file could not be written (disk full, permissions): the sweep ended there
         print(failure[0], file=sys.stderr)
     if interrupted:
@@ -160,6 +191,15 @@ def replay_command(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # the benchmark suite and the HTML report have parsers of their own
+        from workloads.bench.run import main as bench_main
+
+        return bench_main(argv[1:])
+    if argv[:1] == ["report"]:
+        from workloads.html_report import main as report_main
+
+        return report_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -12,8 +12,8 @@ Each run's outputs are compared with AR's, token for token.
 * ``load``: closed loops at ``--loads``.
 * ``mtbench``: C = 1 on MT-Bench's first turns, per category.
 
-Writes ``runs.csv`` (one row per run) and ``summary.md`` to ``--out`` and
-prints the table.
+Writes ``runs.csv`` (one row per run), ``summary-<part>.csv`` (the tables
+``docs/results.md`` renders) and ``summary.md`` to ``--out`` and prints the table.
 """
 
 from __future__ import annotations
@@ -72,17 +72,51 @@ def run_setup(pair, setup: Setup, trace: Trace, concurrency: int, max_new: int):
     return replay(pair, setup.engine, setup.config(), trace, ClosedLoop(concurrency), params, warmup=1)
 
 
-def hf_generate(pair, trace: Trace, max_new: int, lookup: int | None) -> tuple[float, list[list[int]]]:
-    """Output tokens/s of transformers' greedy ``generate``, one prompt at a time, and the outputs."""
+@dataclass(frozen=True)
+class HFTiming:
+    """One prompt through transformers' ``generate``: perf_counter seconds and its output."""
+
+    start: float
+    first_token: float | None  # None when nothing was generated
+    end: float
+    output: list[int]
+
+
+class _FirstToken:
+    """A ``generate`` streamer that stamps the first generated token (the first ``put`` is the prompt)."""
+
+    def __init__(self) -> None:
+        self.puts, self.at = 0, None
+
+    def put(self, value) -> None:
+        self.puts += 1
+        if self.puts == 2 and self.at is None:
+            self.at = time.perf_counter()
+
+    def end(self) -> None:
+        pass
+
+
+def hf_timeline(pair, trace: Trace, max_new: int, lookup: int | None = None, assistant=None) -> list[HFTiming]:
+    """Transformers' greedy ``generate`` of the verifier, one prompt after another, each timed.
+
+    ``lookup`` sets ``prompt_lookup_num_tokens``; ``assistant`` a draft model for assisted generation.
+    """
     import torch
 
-    model, outputs, tokens, elapsed = pair.verifier.model, [], 0, 0.0
-    previous = model.config._attn_implementation
-    model.set_attn_implementation("sdpa")
+    model, timings = pair.verifier.model, []
+    models = [model] + ([assistant] if assistant is not None else [])
+    previous = [m.config._attn_implementation for m in models]
+    for m in models:  # the engine's packed attention needs the engine's runner
+        m.set_attn_implementation("sdpa")
     try:
         for item in trace.items:
             ids = torch.tensor([item.prompt_token_ids])
             extra = {"prompt_lookup_num_tokens": lookup} if lookup else {}
+            if assistant is not None:
+                extra["assistant_model"] = assistant
+            else:  # a streamer is not supported with an assistant model
+                extra["streamer"] = _FirstToken()
             start = time.perf_counter()
             with torch.inference_mode():
                 out = model.generate(
@@ -94,13 +128,20 @@ def hf_generate(pair, trace: Trace, max_new: int, lookup: int | None) -> tuple[f
                     pad_token_id=pair.eos_token_ids[0],
                     **extra,
                 )
-            elapsed += time.perf_counter() - start
-            new = out[0, len(item.prompt_token_ids) :].tolist()
-            tokens += len(new)
-            outputs.append(new)
+            end = time.perf_counter()
+            first = extra["streamer"].at if "streamer" in extra else None
+            timings.append(HFTiming(start, first, end, out[0, len(item.prompt_token_ids) :].tolist()))
     finally:
-        model.set_attn_implementation(previous)
-    return tokens / elapsed, outputs
+        for m, attn in zip(models, previous, strict=True):
+            m.set_attn_implementation(attn)
+    return timings
+
+
+def hf_generate(pair, trace: Trace, max_new: int, lookup: int | None, assistant=None) -> tuple[float, list[list[int]]]:
+    """Output tokens/s of transformers' greedy ``generate``, one prompt at a time, and the outputs."""
+    timings = hf_timeline(pair, trace, max_new, lookup, assistant)
+    tokens = sum(len(t.output) for t in timings)
+    return tokens / sum(t.end - t.start for t in timings), [t.output for t in timings]
 
 
 def mt_bench_trace(pair, per_category: int, max_new: int) -> dict[str, Trace]:
@@ -144,6 +185,13 @@ def summarise(rows: list[dict], group: str) -> list[dict]:
 def _median(values: list) -> float | None:
     values = [v for v in values if v is not None]
     return round(statistics.median(values), 3) if values else None
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def markdown(table: list[dict]) -> str:
@@ -209,15 +257,14 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row | {"identical": outs == reference.get(key)})
             bar.update()
     bar.close()
-    with open(out / "runs.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out / "runs.csv", rows)
     sections = []
     for part in parts:
         part_rows = [r for r in rows if r["part"] == part]
         if part_rows:
-            sections.append(f"## {part}\n\n" + markdown(summarise(part_rows, "group")))
+            table = summarise(part_rows, "group")
+            write_csv(out / f"summary-{part}.csv", table)  # docs/results.md renders its tables from these
+            sections.append(f"## {part}\n\n" + markdown(table))
     text = "\n\n".join(sections) + "\n"
     (out / "summary.md").write_text(text)
     print(text)

@@ -20,6 +20,8 @@ Accounting: every submitted request comes back in ``RunResult.requests`` with
 status ok, failed, cancelled or rejected (with the engine's error text), so
 completed + failed + cancelled + rejected == submitted. After a cancel, trace
 requests never submitted are not part of the run (``planned`` still counts them).
+Both the run's and the engine's own counts are checked when the run ends
+(``check_accounting``); an imbalance is a bug and raises ``AccountingError``.
 Sampling parameters are identical for every engine; with a seed, request i
 samples with seed + i, so the same request draws the same numbers everywhere.
 """
@@ -37,6 +39,7 @@ from typing import Any, Protocol
 from engine.config import ENGINES, EngineConfig, SamplingParams
 from engine.devices import pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
+from engine.schedulers.base import Engine
 from metrics.device import open_probe
 from metrics.device_types import DeviceProbe
 from metrics.export import RequestOutput
@@ -242,10 +245,30 @@ def replay(
         engine_error=getattr(eng, "fatal_error", None) or stuck,
         endpoint=eng.describe() if hasattr(eng, "describe") else None,
     )
+    check_accounting(result, eng)
     live.end(result)
     if progress:
         progress(sum(r.done.is_set() for r in submitted), len(items))
     return result
+
+
+class AccountingError(RuntimeError):
+    """A run whose requests do not add up: submitted != completed + failed + cancelled + rejected."""
+
+
+def check_accounting(result: RunResult, eng: Any) -> None:
+    """Raise ``AccountingError`` unless every submitted request ended once, in the run and in the engine."""
+    counts = result.counts()
+    problems = []
+    if counts.total != len(result.requests):
+        problems.append(f"{len(result.requests)} submitted, but {counts} add up to {counts.total}")
+    if isinstance(eng, Engine):  # an endpoint's server keeps its own counts (its /metrics)
+        stats = eng.stats()
+        problems += [p for p in (stats.accounting_problem(),) if p]
+        if stats.unfinished:
+            problems.append(f"{stats.unfinished} request(s) still unfinished after the engine stopped")
+    if problems:
+        raise AccountingError(f"run {result.run_id}: " + "; ".join(problems))
 
 
 def _shut_down(sampler: TimeseriesSampler | None, eng: Any, probe: DeviceProbe | None) -> tuple[tuple, str | None]:

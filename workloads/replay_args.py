@@ -16,6 +16,7 @@ from typing import NoReturn, TypeVar
 from conversations.sharegpt_file import BUNDLED
 from engine.config import ENGINES, EngineConfig
 from engine.flags import (
+    DefaultsHelpFormatter,
     add_engine_args,
     add_model_args,
     add_sampling_args,
@@ -28,7 +29,7 @@ from metrics.timeseries import DEFAULT_HZ
 from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
 from workloads.endpoint_spec import DEFAULT_LABEL, ENDPOINT_TYPES, EndpointSpec
 from workloads.synthetic import LengthSpec
-from workloads.trace import SYNTHETIC, DatasetSpec
+from workloads.trace import MT_BENCH, SYNTHETIC, DatasetSpec
 
 T = TypeVar("T")
 EXIT_INCOMPLETE = 1
@@ -72,10 +73,12 @@ def _number(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m workloads", description="Benchmark workloads for PD-Verify engines.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("replay", help="replay one trace on every engine and load point")
+    p = sub.add_parser(
+        "replay", help="replay one trace on every engine and load point", formatter_class=DefaultsHelpFormatter
+    )
     p.prog = "python -m workloads replay"
     add = p.add_argument
-    add("--engines", help=f"comma list of {','.join(ENGINES)} (default: all; none with --endpoint)")
+    add("--engines", help=f"comma list of {','.join(ENGINES)}, any case (default: all; none with --endpoint)")
     server = p.add_argument_group("endpoint (an OpenAI-compatible server, run after the engines)")
     server.add_argument("--endpoint", help="server base URL, e.g. http://127.0.0.1:8000/v1")
     server.add_argument("--model", help="the model name the server serves (required with --endpoint)")
@@ -89,8 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--burstiness", type=float, default=1.0, help="Gamma shape of arrivals; 1 = Poisson")
     load.add_argument("--max-concurrency", type=int, help="open loop: at most this many requests in flight")
     data = p.add_argument_group("trace")
-    data.add_argument("--num-requests", type=int, default=50)
-    data.add_argument("--dataset", default=BUNDLED, help=f"PATH to a ShareGPT JSON, {BUNDLED}, or {SYNTHETIC}")
+    data.add_argument("--num-requests", type=int, default=50, help="requests in the trace")
+    data.add_argument(
+        "--dataset",
+        default=BUNDLED,
+        help=f"{BUNDLED}, {MT_BENCH} (two turns), {SYNTHETIC}, or anything datasets.load_dataset reads: "
+        "a JSON/JSONL/CSV/Parquet file or directory, or a hub id",
+    )
+    data.add_argument("--dataset-split", default="train", help="split of a hub dataset or directory")
+    data.add_argument("--dataset-config", help="configuration of a hub dataset")
     data.add_argument("--input-len", type=int, default=256, help="synthetic prompt tokens")
     data.add_argument("--output-len", type=int, default=128, help="synthetic output tokens")
     data.add_argument("--range-ratio", type=float, default=0.0, help="synthetic lengths vary by +- this share")
@@ -104,7 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--sample-hz", type=float, default=DEFAULT_HZ, help="time series sampling rate (>= 2)")
     run.add_argument("--warmup", type=int, default=1, help="unmeasured warm-up requests per run")
     run.add_argument("--timeout-s", type=float, help="cancel a run still going after this many seconds")
-    run.add_argument("--out", help="run directory (default runs/<date-time>); new runs are appended")
+    run.add_argument("--out", help="run directory (default: runs/<date-time>); new runs are appended")
+    run.add_argument(
+        "--json", action="store_true", help="after the table, print one JSON line: out_dir, run_ids, summaries"
+    )
     return parser
 
 
@@ -132,7 +145,8 @@ def plan_from_args(args: argparse.Namespace):
     try:
         endpoints = _endpoints(args)
         default = "" if endpoints else ",".join(ENGINES)
-        engines = tuple(dict.fromkeys(_list(args.engines, str, "--engines"))) if args.engines else ()
+        # as the dashboard names them ("AR", "PDV") or as the engine registry does ("ar", "pdv")
+        engines = tuple(dict.fromkeys(_list(args.engines, str.lower, "--engines"))) if args.engines else ()
         engines = engines or tuple(e for e in default.split(",") if e)
         policies = _policies(args)
         config = engine_config_from_args(args, engines[0] if engines else EngineConfig().engine)
@@ -144,6 +158,8 @@ def plan_from_args(args: argparse.Namespace):
             args.dataset,
             LengthSpec(args.input_len, args.range_ratio),
             LengthSpec(args.output_len, args.range_ratio),
+            args.dataset_split,
+            args.dataset_config,
         )
         dataset.check()
         plan = SweepPlan(

@@ -1,4 +1,7 @@
-"""The replay's summary table, as printed at the end of ``python -m workloads replay``."""
+"""The replay's summary table, as printed at the end of ``python -m workloads replay``.
+
+``× AR`` is each run's output tokens/s over the AR run's at the same load ("-" without one).
+"""
 
 from __future__ import annotations
 
@@ -11,11 +14,21 @@ def format_table(summaries: Sequence[RunSummary]) -> str:
     def num(value: float | None, fmt: str = ".1f") -> str:
         return "-" if value is None else format(value, fmt)
 
+    def load_of(s: RunSummary) -> tuple[int | None, float | None]:
+        return (s.concurrency, s.request_rate)
+
+    ar = {load_of(s): s.output_tok_s for s in summaries if s.engine == "ar" and s.output_tok_s}
+
+    def times_ar(s: RunSummary) -> float | None:
+        reference = ar.get(load_of(s))
+        return None if s.output_tok_s is None or reference is None else s.output_tok_s / reference
+
     header = (
         "engine",
         "load",
         "ok/n",
         "tok/s",
+        "× AR",
         "req/s",
         "TTFT p50",
         "TTFT p99",
@@ -37,6 +50,7 @@ def format_table(summaries: Sequence[RunSummary]) -> str:
                 load,
                 f"{s.completed}/{s.num_requests}",
                 num(s.output_tok_s),
+                num(times_ar(s), ".2f"),
                 num(s.req_s, ".2f"),
                 num(s.ttft_p50_ms),
                 num(s.ttft_p99_ms),

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from conversations.sharegpt_file import DatasetError, ScanReport, iter_exchanges
+from conversations.sharegpt_file import DatasetError, Exchange, ScanReport, iter_exchanges
 
 log = logging.getLogger(__name__)
 
@@ -112,21 +112,9 @@ def load_sharegpt(
             f"{real_path}: no usable records: all {report.records} records have the wrong shape "
             f"(expected {{'id', 'conversations': [{{'from', 'value'}}]}}; {reasons})"
         )
-    random.Random(seed).shuffle(exchanges)
-    wanted = len(exchanges) if num_requests is None else num_requests
-    requests: list[SampledRequest] = []
-    filtered_out = 0
-    for ex in exchanges:
-        if len(requests) >= wanted:
-            break
-        prompt_len = len(encode_prompt(ex.prompt)) if encode_prompt else token_len(tokenizer, ex.prompt)
-        output_len = default_output_len if ex.reply is None else token_len(tokenizer, ex.reply)
-        if filter.accepts(prompt_len, output_len, max_context):
-            requests.append(SampledRequest(ex.record_id, ex.prompt, output_len, prompt_len, ex.reply is not None))
-        else:
-            filtered_out += 1
-        if progress is not None:  # after every candidate, so a long run of filtered ones can still be stopped
-            progress(len(requests), wanted)
+    requests, filtered_out = sample_exchanges(
+        exchanges, tokenizer, num_requests, seed, filter, default_output_len, max_context, encode_prompt, progress
+    )
     if num_requests is not None and len(requests) < num_requests:
         log.warning(
             "%s: only %d of %d requested prompts pass the length filter",
@@ -143,3 +131,36 @@ def load_sharegpt(
         truncated_at=report.truncated_at,
         skip_reasons=dict(skipped),
     )
+
+
+def sample_exchanges(
+    exchanges: list[Exchange],
+    tokenizer: Tokenizer,
+    num_requests: int | None,
+    seed: int = 0,
+    filter: ShareGPTFilter = ShareGPTFilter(),
+    default_output_len: int = 128,
+    max_context: int | None = None,
+    encode_prompt: Callable[[str], list[int]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[SampledRequest], int]:
+    """Seeded shuffle of ``exchanges`` (mutated in place), then the first that pass ``filter``.
+
+    Returns the sampled requests and how many candidates the filter dropped; see ``load_sharegpt``.
+    """
+    random.Random(seed).shuffle(exchanges)
+    wanted = len(exchanges) if num_requests is None else num_requests
+    requests: list[SampledRequest] = []
+    filtered_out = 0
+    for ex in exchanges:
+        if len(requests) >= wanted:
+            break
+        prompt_len = len(encode_prompt(ex.prompt)) if encode_prompt else token_len(tokenizer, ex.prompt)
+        output_len = default_output_len if ex.reply is None else token_len(tokenizer, ex.reply)
+        if filter.accepts(prompt_len, output_len, max_context):
+            requests.append(SampledRequest(ex.record_id, ex.prompt, output_len, prompt_len, ex.reply is not None))
+        else:
+            filtered_out += 1
+        if progress is not None:  # after every candidate, so a long run of filtered ones can still be stopped
+            progress(len(requests), wanted)
+    return requests, filtered_out

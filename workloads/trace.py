@@ -7,8 +7,13 @@ not at submission, for the same reason.
 
 Sources (``DatasetSpec``):
 
-* ``sharegpt`` – the bundled ShareGPT file; a path – a ShareGPT-format JSON
-  file (``workloads.sharegpt``). Prompts go through the model's chat template.
+* ``sharegpt`` – the bundled ShareGPT file (``workloads.sharegpt``).
+* a local file or directory, or a hub id – anything ``datasets.load_dataset``
+  reads, in the ShareGPT, OpenAI-messages or prompt-column shape
+  (``workloads.datasets_source``); a ``.json`` file that is not valid JSON is
+  read by the ShareGPT loader. Prompts go through the model's chat template.
+* ``mt-bench`` – the bundled MT-Bench questions' first turns
+  (``workloads.mt_bench``; ``replay`` runs their second turns after them).
 * ``synthetic`` – ``workloads.synthetic`` text of a set token length, encoded
   without a chat template so the prompt has the asked length.
 
@@ -24,10 +29,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from conversations.sharegpt_file import BUNDLED
-from workloads.sharegpt import SampledRequest, Tokenizer, load_sharegpt
+from workloads.datasets_source import first_turns, load_exchanges
+from workloads.sharegpt import SampledRequest, Tokenizer, load_sharegpt, sample_exchanges
 from workloads.synthetic import LengthSpec, synthetic_requests
 
 SYNTHETIC = "synthetic"
+MT_BENCH = "mt-bench"
+_PATH_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
 
 
 @dataclass(frozen=True)
@@ -61,19 +69,23 @@ class Trace:
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    """Where prompts come from: ``sharegpt`` (bundled), a file path, or ``synthetic``."""
+    """Where prompts come from: ``sharegpt`` (bundled), ``mt-bench``, ``synthetic``, a path or a hub id."""
 
     name: str = BUNDLED
     input_len: LengthSpec = field(default_factory=lambda: LengthSpec(256))  # synthetic only
     output_len: LengthSpec = field(default_factory=lambda: LengthSpec(128))  # synthetic only
+    split: str = "train"  # hub ids and directories only
+    config: str | None = None  # a hub dataset's configuration
 
     @property
     def synthetic(self) -> bool:
         return self.name == SYNTHETIC
 
     def check(self) -> None:
-        """Raise ``FileNotFoundError`` for a dataset path that does not exist."""
-        if self.name not in (BUNDLED, SYNTHETIC) and not Path(self.name).is_file():
+        """Raise ``FileNotFoundError`` for a dataset path that does not exist (a hub id is checked on loading)."""
+        if self.name in (BUNDLED, SYNTHETIC, MT_BENCH) or Path(self.name).exists():
+            return
+        if self.name.startswith(("/", ".", "~")) or self.name.lower().endswith(_PATH_SUFFIXES):
             raise FileNotFoundError(f"dataset file {self.name} does not exist")
 
     def describe(self) -> str:
@@ -82,7 +94,12 @@ class DatasetSpec:
                 f"synthetic (prompt {self.input_len.mean}±{self.input_len.range_ratio:.0%}, "
                 f"output {self.output_len.mean}±{self.output_len.range_ratio:.0%} tokens)"
             )
-        return "sharegpt (bundled)" if self.name == BUNDLED else f"sharegpt file {self.name}"
+        if self.name in (BUNDLED, MT_BENCH):
+            return "sharegpt (bundled)" if self.name == BUNDLED else "mt-bench (bundled, first turns)"
+        if Path(self.name).exists():
+            return f"dataset file {self.name}"
+        config = f", config {self.config}" if self.config else ""
+        return f"dataset {self.name} (split {self.split}{config})"
 
 
 def build_trace(
@@ -141,8 +158,23 @@ def load_trace(
         if progress is not None:
             progress(len(trace.items), num_requests)
         return trace
-    dataset = load_sharegpt(
-        spec.name,
+    if spec.name == MT_BENCH:
+        sampled = first_turns(num_requests, max_new_tokens or 128)
+        return build_trace(sampled, pair.encode_prompt, max_new_tokens, spec.describe(), seed)
+    found = None if spec.name == BUNDLED else load_exchanges(spec.name, spec.split, spec.config)
+    if found is None:  # the bundled file, or a .json file that is not valid JSON
+        dataset = load_sharegpt(
+            spec.name,
+            pair.tokenizer,
+            num_requests,
+            seed,
+            max_context=pair.max_context,
+            encode_prompt=pair.encode_prompt,
+            progress=progress,
+        )
+        return build_trace(dataset.requests, pair.encode_prompt, max_new_tokens, spec.describe(), seed)
+    sampled, _ = sample_exchanges(
+        found,
         pair.tokenizer,
         num_requests,
         seed,
@@ -150,4 +182,6 @@ def load_trace(
         encode_prompt=pair.encode_prompt,
         progress=progress,
     )
-    return build_trace(dataset.requests, pair.encode_prompt, max_new_tokens, spec.describe(), seed)
+    if not sampled:
+        raise ValueError(f"{spec.describe()}: no prompt passes the length filter")
+    return build_trace(sampled, pair.encode_prompt, max_new_tokens, spec.describe(), seed)

@@ -9,7 +9,7 @@ trace's colour from the group's engine. Column names are those of
 
 * ``base``          – size, titles, legend placement, the empty state, grouping;
 * ``over_time``     – throughput, draft length, acceptance, queues, device use against time;
-* ``across_runs``   – latency histograms and CDFs, metrics against load, summary bars,
+* ``across_runs``   – latency histograms and CDFs, metrics and speed-up over AR against load, summary bars,
                       acceptance by draft position;
 * ``request_steps`` – one request's drafted and accepted tokens per verify step.
 """
@@ -19,6 +19,7 @@ from dashboard.figures.across_runs import (
     cdf_lines,
     latency_histogram,
     metric_vs_load,
+    speedup_vs_load,
     summary_bars,
 )
 from dashboard.figures.over_time import (
@@ -41,6 +42,7 @@ __all__ = [
     "line_over_time",
     "metric_vs_load",
     "queue_depths",
+    "speedup_vs_load",
     "step_bars",
     "summary_bars",
     "throughput_over_time",

@@ -8,13 +8,15 @@ summary frames, and ``metrics.frames.cdf`` and ``position_frame`` frames with a 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import groups, new_figure, place_legend, waiting
-from dashboard.palette import engine_color
+from dashboard.figures.base import HEIGHT, groups, new_figure, place_legend, stack_widths, waiting
+from dashboard.palette import engine_color, run_style
+
+MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 
 
 def latency_histogram(requests: pd.DataFrame, column: str, title: str) -> go.Figure:
@@ -29,11 +31,9 @@ def latency_histogram(requests: pd.DataFrame, column: str, title: str) -> go.Fig
     lo, hi = float(rows[column].min()), float(rows[column].max())
     size = (hi - lo) / 20 * (1 + 1e-9) if hi > lo else 1.0  # a hair wider, so the largest value is in bin 20
     bins = {"start": lo, "end": lo + 20 * size, "size": size}
-    for name, engine, g in groups(rows, "engine"):
+    for name, _, g, style in groups(rows, "engine"):
         fig.add_trace(
-            go.Histogram(
-                x=g[column], name=name, marker={"color": engine_color(engine)}, opacity=0.65, xbins=bins, bingroup=1
-            )
+            go.Histogram(x=g[column], name=name, marker={"color": style["color"]}, opacity=0.65, xbins=bins, bingroup=1)
         )
     fig.update_layout(barmode="overlay")
     return place_legend(fig)
@@ -44,16 +44,8 @@ def cdf_lines(cdf: pd.DataFrame, title: str, x_title: str, group: str = "label")
     fig = new_figure(title, x_title, "share of requests")
     if cdf.empty:
         return waiting(fig)
-    for name, engine, g in groups(cdf, group):
-        fig.add_trace(
-            go.Scatter(
-                x=g["value"],
-                y=g["fraction"],
-                name=name,
-                mode="lines",
-                line={"color": engine_color(engine), "shape": "hv"},
-            )
-        )
+    for name, _, g, style in groups(cdf, group):
+        fig.add_trace(go.Scatter(x=g["value"], y=g["fraction"], name=name, mode="lines", line={**style, "shape": "hv"}))
     fig.update_yaxes(range=[0, 1.02])
     return place_legend(fig)
 
@@ -66,16 +58,16 @@ def metric_vs_load(summary: pd.DataFrame, metrics: Mapping[str, str], x: str, ti
     x_title = "concurrency (requests in flight)" if x == "concurrency" else "request rate (requests / s)"
     fig = new_figure(title, x_title, y_title)
     fig.update_yaxes(rangemode="tozero")
-    loads = summary[x].dropna().unique() if x in summary else []
-    # an infinite rate ("all at once") has no place on a numeric axis, and Plotly would drop it silently
-    categorical = any(math.isinf(v) for v in loads)
-    if categorical:
-        order = [_load_text(v) for v in sorted(loads)]
-        fig.update_xaxes(type="category", categoryorder="array", categoryarray=order)
+    loads = sorted(summary[x].dropna().unique()) if x in summary else []
+    categorical = load_axis(fig, loads)
     dashes = ("solid", "dash", "dot", "dashdot")
     drawn = 0
-    for name, engine, g in groups(summary, "engine") if not summary.empty else []:
+    engines = groups(summary, "engine") if not summary.empty else []
+    for i, (name, engine, g, _) in enumerate(engines):
         g = g.sort_values(x)
+        # engines often agree (the same L, no drafts): the first drawn widest, each later one thinner, and
+        # a marker symbol each, keep every engine in sight
+        wider = len(engines) - 1 - i
         for (column, suffix), dash in zip(metrics.items(), dashes, strict=False):
             if column not in g or g[column].isna().all():
                 continue
@@ -86,12 +78,50 @@ def metric_vs_load(summary: pd.DataFrame, metrics: Mapping[str, str], x: str, ti
                     y=g[column],
                     name=label,
                     mode="lines+markers",
-                    line={"color": engine_color(engine), "dash": dash},
+                    line={"color": engine_color(engine), "dash": dash, "width": 1.5 + 1.5 * wider},
+                    marker={"symbol": MARKERS[i % len(MARKERS)], "size": 6 + 2.5 * wider},
                     legendgroup=name,
                 )
             )
             drawn += 1
-    return place_legend(fig) if drawn else waiting(fig, "no finished runs yet")
+    if not drawn:
+        return waiting(fig, "no finished runs yet" if summary.empty else "no run has a value for this")
+    return place_legend(fig)
+
+
+def load_axis(fig: go.Figure, loads: Sequence[float]) -> bool:
+    """Ticks at the loads that ran (never 1.5 requests in flight); a log axis when they span a decade or more.
+
+    Returns whether the axis is categorical: an infinite rate ("all at once") has
+    no place on a numeric axis, and Plotly would drop it silently.
+    """
+    if any(math.isinf(v) for v in loads):
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=[_load_text(v) for v in loads])
+        return True
+    if loads:
+        spans_decade = min(loads) > 0 and max(loads) / min(loads) >= 10
+        fig.update_xaxes(
+            type="log" if spans_decade else "linear", tickmode="array", tickvals=list(loads),
+            ticktext=[_load_text(v) for v in loads],
+        )  # fmt: skip
+    return False
+
+
+def speedup_vs_load(summary: pd.DataFrame, x: str) -> go.Figure:
+    """Each engine's output tokens/s over AR's at the same load (``x_ar_tok_s``), with AR's own 1.0 as a line."""
+    engines = summary[summary["engine"] != "ar"] if "engine" in summary else summary
+    has_ar = "engine" in summary and (summary["engine"] == "ar").any()
+    title, y_title = "Speed-up over AR (output tokens/s ÷ AR's)", "× AR"
+    if not has_ar or engines.empty:
+        message = "switch AR on to measure speed-ups" if not has_ar else "only AR ran: switch on another engine"
+        return waiting(new_figure(title, "", y_title), message if not summary.empty else "no finished runs yet")
+    fig = metric_vs_load(engines, {"x_ar_tok_s": ""}, x, title, y_title)
+    fig.add_hline(y=1.0, line={"color": engine_color("ar"), "dash": "dash", "width": 2})
+    fig.add_annotation(
+        text="AR = 1.0 (above: faster than AR)", xref="paper", x=0, xanchor="left", y=1.0, yanchor="bottom",
+        showarrow=False, font={"color": engine_color("ar"), "size": 11}, bgcolor="rgba(255,255,255,0.8)",
+    )  # fmt: skip
+    return fig
 
 
 def _load_text(value: float) -> str:
@@ -99,26 +129,35 @@ def _load_text(value: float) -> str:
 
 
 def summary_bars(summary: pd.DataFrame, metrics: Mapping[str, str], title: str, y_title: str) -> go.Figure:
-    """Grouped bars: one bar per run (``label``) and metric, coloured by engine; later metrics lighter."""
-    fig = new_figure(title, "", y_title)
-    opacities = (1.0, 0.7, 0.45)
-    for (column, suffix), opacity in zip(metrics.items(), opacities, strict=False):
-        if column not in summary:
-            continue
+    """Horizontal bars, one row per run (``label``), coloured by engine (several runs of one engine in its shades).
+
+    Rows leave room for long run names however many runs are open. With several
+    metrics (``{"tpot_p50_ms": "p50", ...}``) each gets a bar per run with its own
+    fill pattern – solid, hatched, dotted – which the legend shows.
+    """
+    fig = new_figure(title, y_title, "")
+    present = {column: suffix for column, suffix in metrics.items() if column in summary}
+    if not present or summary.empty:
+        return waiting(fig, "no runs selected")
+    seen: dict[str, int] = {}
+    colors = []
+    for engine in summary["engine"]:
+        colors.append(run_style(engine, seen.get(engine, 0))["color"])
+        seen[engine] = seen.get(engine, 0) + 1
+    for (column, suffix), pattern in zip(present.items(), ("", "/", "."), strict=False):
         fig.add_trace(
             go.Bar(
-                x=summary["label"],
-                y=summary[column],
+                y=summary["label"],
+                x=summary[column],
+                orientation="h",
                 name=suffix,
-                marker={"color": [engine_color(e) for e in summary["engine"]], "opacity": opacity},
-                text=[suffix] * len(summary),
-                textposition="none",
-                hovertemplate="%{x}<br>" + suffix + ": %{y:.2f}<extra></extra>",
+                marker={"color": colors, "pattern": {"shape": pattern, "fgcolor": "#333333", "solidity": 0.3}},
+                hovertemplate="%{y}<br>" + suffix + ": %{x:.2f}<extra></extra>",
             )
         )
-    if not fig.data or summary.empty:
-        return waiting(fig, "no runs selected")
-    fig.update_layout(barmode="group", showlegend=len(metrics) > 1)
+    rows = len(summary) * (len(present) * 12 + 10)
+    fig.update_layout(barmode="group", showlegend=len(present) > 1, height=max(HEIGHT, 110 + rows))
+    fig.update_yaxes(autorange="reversed", automargin=True)  # the first run on top, as in the table
     return place_legend(fig)
 
 
@@ -139,7 +178,7 @@ def acceptance_by_position(positions: pd.DataFrame, group: str = "label") -> go.
         "<br>when drafted: %{customdata[0]:.2f} = %{customdata[1]:d} accepted / %{customdata[2]:d} drafted"
         "<extra>%{fullData.name}</extra>"
     )
-    for name, engine, g in groups(positions, group):
+    for name, _, g, style in groups(positions, group):
         g = g.sort_values("position")
         uncounted = g["per_draft"].isna().all()
         fig.add_trace(
@@ -148,11 +187,11 @@ def acceptance_by_position(positions: pd.DataFrame, group: str = "label") -> go.
                 y=g["per_draft"],
                 name=f"{name} (file without draft-step counts)" if uncounted else name,
                 mode="lines+markers",
-                line={"color": engine_color(engine)},
+                line=style,
                 customdata=g[["rate", "accepted", "drafted", "drafts"]].to_numpy(),
                 hovertemplate=hover,
             )
         )
     fig.update_xaxes(tickmode="linear", tick0=1, dtick=1)  # positions are whole numbers
     fig.update_yaxes(range=[0, 1.02])
-    return place_legend(fig)
+    return place_legend(stack_widths(fig))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import groups, new_figure, place_legend, waiting
+from dashboard.figures.base import groups, new_figure, place_legend, stack_widths, waiting
 from dashboard.palette import engine_color, engine_label
 
 LANE_DASH = {"waiting": "dot", "queue_prefill": "dash", "queue_decode": "solid", "queue_verify": "dashdot"}
@@ -39,7 +39,7 @@ def line_over_time(
     rows = ts.dropna(subset=[column]) if column in ts else ts.iloc[0:0]
     if rows.empty:
         return waiting(fig)
-    for name, engine, g in groups(rows, group):
+    for name, _, g, style in groups(rows, group):
         y = g[column]
         if smooth_s > 0 and len(g) > 1:
             period = float(g["t_s"].diff().median())
@@ -50,7 +50,7 @@ def line_over_time(
                 y=y,
                 name=name,
                 mode="lines+markers" if len(g) < 4 else "lines",
-                line={"color": engine_color(engine), "shape": shape},
+                line={**style, "shape": shape},
                 legendgroup=name,
             )
         )
@@ -63,7 +63,8 @@ def throughput_over_time(ts: pd.DataFrame, group: str = "engine", smooth_s: floa
 
 
 def draft_length_over_time(ts: pd.DataFrame, group: str = "engine") -> go.Figure:
-    return line_over_time(ts, "draft_len", "Draft length L", "tokens drafted per step", group, shape="hv")
+    # engines with one fixed L draw the same line: stacked widths keep every one of them in sight
+    return stack_widths(line_over_time(ts, "draft_len", "Draft length L", "tokens drafted per step", group, shape="hv"))
 
 
 def acceptance_over_time(ts: pd.DataFrame, group: str = "engine") -> go.Figure:
@@ -73,7 +74,7 @@ def acceptance_over_time(ts: pd.DataFrame, group: str = "engine") -> go.Figure:
     fig = line_over_time(ts, "acceptance_rate", title, "accepted / drafted", group)
     if fig.data:
         fig.update_yaxes(range=[0, 1.05])
-    return fig
+    return stack_widths(fig)
 
 
 def queue_depths(ts: pd.DataFrame, engine: str) -> go.Figure:
@@ -94,7 +95,7 @@ def queue_depths(ts: pd.DataFrame, engine: str) -> go.Figure:
             )
         )
     fig.update_yaxes(rangemode="tozero")
-    return place_legend(fig)
+    return place_legend(stack_widths(fig))  # idle lanes all lie on 0
 
 
 def device_utilisation(ts: pd.DataFrame, group: str = "engine") -> go.Figure:
@@ -114,7 +115,7 @@ def device_utilisation(ts: pd.DataFrame, group: str = "engine") -> go.Figure:
     drawn = 0
     for i, (column, what, dash, axis) in enumerate(series):
         rows = ts.dropna(subset=[column]) if column in ts else ts.iloc[0:0]
-        for name, engine, g in groups(rows, group) if not rows.empty else []:
+        for name, _, g, style in groups(rows, group) if not rows.empty else []:
             fig.add_trace(
                 go.Scatter(
                     x=g["t_s"],
@@ -122,7 +123,7 @@ def device_utilisation(ts: pd.DataFrame, group: str = "engine") -> go.Figure:
                     yaxis=axis,
                     name=name,
                     mode="lines",
-                    line={"color": engine_color(engine), "dash": dash},
+                    line={"color": style["color"], "dash": dash},
                     legendgroup=name,
                     showlegend=i == 0,
                     hovertemplate=f"{name} {what}: %{{y:.1f}}<extra></extra>",

@@ -10,6 +10,6 @@
   (``cost``, ``profile``).
 
 ``base`` holds the interface and the values that pass between an engine and
-its controller; ``registry`` builds one by name. Every change of L is kept
-with its reason in the controller's ``changes`` list.
+its controller; ``registry`` builds one by name. The latest 1,000 changes of L
+are kept with their reasons in the controller's ``changes`` log.
 """

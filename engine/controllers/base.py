@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -78,6 +79,9 @@ def expected_tokens(draft_len: int, alpha: float) -> float:
     return (1.0 - alpha ** (draft_len + 1)) / (1.0 - alpha)
 
 
+CHANGE_LOG_SIZE = 1000
+
+
 class DraftLengthController:
     """Base: holds L, the acceptance EMA and the change log. Thread-safe."""
 
@@ -87,7 +91,8 @@ class DraftLengthController:
         self._acceptance: float | None = None
         self._accepted_ema = self._trials_ema = 0.0  # per-token acceptance = their ratio
         self._lock = threading.Lock()
-        self.changes: list[LengthChange] = []
+        # the latest changes of L with their reasons; bounded, as a server runs for days
+        self.changes: deque[LengthChange] = deque(maxlen=CHANGE_LOG_SIZE)
 
     @property
     def length(self) -> int:

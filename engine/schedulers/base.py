@@ -36,7 +36,7 @@ from engine.request import Request, RequestStatus
 from engine.sampling import SamplingRows, make_generator
 from engine.schedulers.admission import kv_reservation, request_problem
 from engine.schedulers.lanes import Lane
-from engine.schedulers.stats import Counters, EngineStats, LaneStats
+from engine.schedulers.stats import Counters, EngineStats, LaneStats, p95_ms
 from engine.sequence import Sequence
 from engine.stages import DraftBlock, accept_block, draft_lengths, prefill_chunk, verify_block
 
@@ -61,6 +61,7 @@ class Engine(ABC):
         self._inbox: queue.SimpleQueue[Request] = queue.SimpleQueue()
         self._waiting: deque[Request] = deque()  # owned by the admitting lane
         self._live: dict[int, Request] = {}  # every unfinished submitted request
+        self._sequences: dict[int, Sequence] = {}  # every admitted sequence whose caches are not released yet
         self._lock = threading.Lock()
         self._wake = threading.Condition()
         self._stop = threading.Event()
@@ -92,12 +93,13 @@ class Engine(ABC):
                 if self._stop.is_set():
                     problem = "engine is stopped"
                 else:
+                    self._counters.submitted += 1
                     self._live[id(request)] = request
                     self._inbox.put(request)
         if problem:
             request.fail(RequestStatus.REJECTED, problem)
             with self._lock:
-                self._counters.finished += 1
+                self._counters.end(request.status, submitted=True)
             return request
         self._notify()
         return request
@@ -120,6 +122,8 @@ class Engine(ABC):
             unfinished = list(self._live.values())
         for request in unfinished:
             self._end(request, RequestStatus.CANCELLED, "engine stopped before the request finished")
+        if not alive:  # no lane holds a sequence any more: free the caches of those a stop caught mid-step
+            self._retire(list(self._sequences.values()))
         if alive:
             raise RuntimeError(f"lane threads did not stop within {timeout}s: {', '.join(alive)}")
 
@@ -140,10 +144,8 @@ class Engine(ABC):
             running=max(0, live - waiting),
             lanes=tuple(LaneStats(n, depths.get(n, 0), lane.busy_s) for n, lane in self.lanes.items()),
             draft_len=self.controller.length if self.speculative else None,
-            tokens_emitted=counters.tokens,
-            drafted=counters.drafted,
-            accepted=counters.accepted,
-            finished=counters.finished,
+            counters=counters,
+            unfinished=live,
         )
 
     def generate(self, requests: list[Request], timeout: float | None = None) -> list[Request]:
@@ -213,6 +215,7 @@ class Engine(ABC):
         if self.drafter.model is not None:
             seq.draft_kv = self.drafter.model.new_store(reserved)
         request.mark_admitted()
+        self._sequences[id(seq)] = seq
         return seq
 
     def _prefill(self, seqs: list[Sequence]) -> list[Sequence]:
@@ -230,7 +233,7 @@ class Engine(ABC):
         found = self.drafter.lookups(seqs, caps)
         lens = [0] * len(seqs)
         if self.speculative:
-            signals = LoadSignals(verify_queue, self._decode_p95_ms(), len(seqs))
+            signals = LoadSignals(verify_queue, p95_ms(self._decode_latencies), len(seqs))
             options = [
                 RowOption(self.drafter.source(f), len(f.tokens) if f.tokens else cap)
                 for f, cap in zip(found, caps, strict=True)
@@ -263,15 +266,9 @@ class Engine(ABC):
         self._decode_latencies.append(time.perf_counter() - start)
         return alive
 
-    def _decode_p95_ms(self) -> float:
-        lat = sorted(self._decode_latencies)
-        return lat[int(0.95 * (len(lat) - 1))] * 1000 if lat else 0.0
-
     def _count(self, tokens: int = 0, drafted: int = 0, accepted: int = 0) -> None:
         with self._lock:
-            self._counters.tokens += tokens
-            self._counters.drafted += drafted
-            self._counters.accepted += accepted
+            self._counters.add(tokens, drafted, accepted)
 
     def _retire(self, seqs: list[Sequence]) -> list[Sequence]:
         """Free the caches and budget of sequences whose requests ended (on any thread: ``cancel``); return the rest.
@@ -281,11 +278,12 @@ class Engine(ABC):
             if not seq.finished:
                 running.append(seq)
             elif not seq.released:
+                self._sequences.pop(id(seq), None)
                 seq.release()
                 self.budget.release(seq.reserved_tokens)
                 with self._lock:
                     if self._live.pop(id(seq.request), None) is not None:
-                        self._counters.finished += 1
+                        self._counters.end(seq.request.status)
         return running
 
     def _fail(self, seqs: list[Sequence], exc: BaseException) -> None:
@@ -300,7 +298,7 @@ class Engine(ABC):
         request.fail(status, error)
         with self._lock:
             if self._live.pop(id(request), None) is not None:
-                self._counters.finished += 1
+                self._counters.end(request.status)
 
     def _guard(self, loop: Callable[[], None]) -> Callable[[], None]:
         """Run a lane loop until stop; an unexpected error fails every live request."""

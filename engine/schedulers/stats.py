@@ -1,11 +1,35 @@
-"""What an engine publishes about itself: cumulative counters and an immutable snapshot for monitors."""
+"""What an engine publishes about itself: cumulative counters and an immutable snapshot for monitors.
+
+Accounting: every submitted request ends in exactly one of ok, failed,
+cancelled or rejected, so at any moment submitted == ended + unfinished, and
+once the engine is idle or stopped, submitted == ok + failed + cancelled +
+rejected. ``EngineStats.accounting_problem`` says when that does not hold.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Literal
 
 LaneName = Literal["loop", "prefill", "decode", "verify"]
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """Requests ended, by final status (cumulative)."""
+
+    ok: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    rejected: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.ok + self.failed + self.cancelled + self.rejected
+
+    def plus(self, status: str) -> Outcomes:
+        return replace(self, **{str(status): getattr(self, str(status)) + 1})
 
 
 @dataclass
@@ -15,7 +39,23 @@ class Counters:
     tokens: int = 0  # emitted, every request
     drafted: int = 0
     accepted: int = 0
-    finished: int = 0  # requests ended, any status
+    submitted: int = 0  # every call to submit, rejected ones included
+    outcomes: Outcomes = Outcomes()
+
+    @property
+    def finished(self) -> int:
+        return self.outcomes.total
+
+    def add(self, tokens: int, drafted: int, accepted: int) -> None:
+        self.tokens += tokens
+        self.drafted += drafted
+        self.accepted += accepted
+
+    def end(self, status: str, submitted: bool = False) -> None:
+        """Count one request ended with ``status`` (ok, failed, cancelled or rejected); ``submitted``: a
+        refusal at submission, counted as submitted at the same moment, so a snapshot never sees it half-counted."""
+        self.submitted += submitted
+        self.outcomes = self.outcomes.plus(status)
 
 
 @dataclass(frozen=True)
@@ -33,7 +73,46 @@ class EngineStats:
     running: int  # admitted, not finished
     lanes: tuple[LaneStats, ...]
     draft_len: int | None  # None for the AR engine
-    tokens_emitted: int  # cumulative
-    drafted: int  # cumulative
-    accepted: int  # cumulative
-    finished: int  # cumulative, any status
+    counters: Counters  # a copy: cumulative tokens, drafts and request outcomes
+    unfinished: int  # submitted and not ended (waiting or running)
+
+    @property
+    def tokens_emitted(self) -> int:
+        return self.counters.tokens
+
+    @property
+    def drafted(self) -> int:
+        return self.counters.drafted
+
+    @property
+    def accepted(self) -> int:
+        return self.counters.accepted
+
+    @property
+    def finished(self) -> int:
+        """Requests ended, any status."""
+        return self.counters.finished
+
+    @property
+    def submitted(self) -> int:
+        return self.counters.submitted
+
+    @property
+    def outcomes(self) -> Outcomes:
+        return self.counters.outcomes
+
+    def accounting_problem(self) -> str | None:
+        """Why submitted != ended + unfinished, or None when every request is accounted for."""
+        if self.submitted == self.outcomes.total + self.unfinished:
+            return None
+        o = self.outcomes
+        return (
+            f"{self.engine} engine accounting does not balance: {self.submitted} submitted, but {o.ok} ok + "
+            f"{o.failed} failed + {o.cancelled} cancelled + {o.rejected} rejected + {self.unfinished} unfinished"
+        )
+
+
+def p95_ms(latencies: Iterable[float]) -> float:
+    """The 95th percentile of ``latencies`` (seconds) in milliseconds; 0 for none."""
+    lat = sorted(latencies)
+    return lat[int(0.95 * (len(lat) - 1))] * 1000 if lat else 0.0

@@ -8,12 +8,20 @@ loop, and submitted as one ``Generation``; the engine's own admission check
 (empty prompt, prompt + max_tokens beyond the context or the KV budget)
 answers a refused request with a 400 carrying the engine's message. A client
 that disconnects before its answer is complete, streamed or not, has its
-request cancelled.
+request cancelled. A prompt longer than the context is refused, never
+truncated.
+
+Limits: a body over ``MAX_BODY_BYTES`` is a 413 before it is parsed
+(``engine.serve.limits``); with ``max_waiting``, a request arriving while
+that many wait for admission is a 429 (without it, requests wait for KV
+budget as long as it takes). At shutdown the engine's request accounting is
+checked (``EngineStats.accounting_problem``) and any imbalance logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from contextlib import asynccontextmanager
 
@@ -27,6 +35,7 @@ from engine.schedulers.base import Engine
 from engine.serve.auth import APIKeyMiddleware
 from engine.serve.errors import APIError, install_error_handlers
 from engine.serve.generation import Generation, engine_down_message
+from engine.serve.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from engine.serve.metrics import ServerMetrics
 from engine.serve.prompts import chat_prompt_ids, completion_prompt_ids
 from engine.serve.protocol import DEFAULT_COMPLETION_MAX_TOKENS, ChatCompletionRequest, CompletionRequest
@@ -46,16 +55,21 @@ from engine.serve.responses import (
 )
 from engine.serve.streaming import ChunkFn, EventStream, UsageChunkFn, stream
 
+log = logging.getLogger(__name__)
+
 CLIENT_CLOSED = 499  # nginx's code for a client that went away; the client never sees it
 
 
 class Server:
     """What the routes share: the engine, its model pair, the served name and the metrics."""
 
-    def __init__(self, engine: Engine, pair: ModelPair, model_name: str) -> None:
+    def __init__(self, engine: Engine, pair: ModelPair, model_name: str, max_waiting: int | None = None) -> None:
+        if max_waiting is not None and max_waiting < 0:
+            raise ValueError(f"max_waiting must be >= 0, got {max_waiting}")
         self.engine = engine
         self.pair = pair
         self.model_name = model_name
+        self.max_waiting = max_waiting  # None: no limit, requests wait for the KV budget
         self.metrics = ServerMetrics(engine, model_name)
 
     def check(self, body: Body) -> None:
@@ -71,14 +85,24 @@ class Server:
 
     def start(self, prefix: str, body: Body, prompt_ids: list[int], default_max_tokens: int) -> Generation:
         params = body.sampling_params(default_max_tokens)
+        if self.max_waiting is not None and (waiting := self.engine.stats().waiting) >= self.max_waiting:
+            message = f"{waiting} requests are already waiting for the engine (the limit is {self.max_waiting})"
+            raise APIError(429, f"{message}; retry later", code="too_many_waiting")
         request_id = f"{prefix}-{uuid.uuid4().hex}"
         args = (self.engine, self.pair, self.metrics, request_id, prompt_ids, params, body.stop_strings)
         return Generation(*args).submit()
 
 
-def build_app(engine: Engine, pair: ModelPair, model_name: str, api_key: str | None = None) -> FastAPI:
+def build_app(
+    engine: Engine,
+    pair: ModelPair,
+    model_name: str,
+    api_key: str | None = None,
+    max_waiting: int | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
     """An app serving ``engine`` (started at the app's startup, stopped at its shutdown)."""
-    server = Server(engine, pair, model_name)
+    server = Server(engine, pair, model_name, max_waiting)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -87,11 +111,14 @@ def build_app(engine: Engine, pair: ModelPair, model_name: str, api_key: str | N
             yield
         finally:
             await asyncio.to_thread(engine.stop)
+            if problem := engine.stats().accounting_problem():
+                log.error("%s", problem)
 
     app = FastAPI(title="PD-Verify", lifespan=lifespan)
     app.state.server = server
     install_error_handlers(app)
-    if api_key:
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
+    if api_key:  # added last, so it runs first: a request without the key is refused before its body is read
         app.add_middleware(APIKeyMiddleware, api_key=api_key)
 
     @app.get("/health")

@@ -3,7 +3,8 @@
 400: a request this server cannot serve as sent (malformed JSON, wrong types
 and missing fields included, as vLLM answers them; an empty or over-long
 prompt; a value the engine refuses; a feature it lacks). 401: a missing or
-wrong API key. 404: an unknown model or path. 503: the engine is not
+wrong API key. 404: an unknown model or path. 413: a body over the size
+limit. 429: too many requests already waiting. 503: the engine is not
 running (crashed or stopping). 500: a request the engine failed alone.
 """
 
@@ -21,6 +22,8 @@ ERROR_TYPES = {
     401: "invalid_request_error",
     404: "invalid_request_error",
     405: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
     500: "server_error",
     503: "server_error",
 }

@@ -21,6 +21,11 @@ Definitions (every vLLM series carries ``model_name``):
   controller's current draft length (absent for ``ar``); ``pdverify:lane_busy_seconds_total{lane}``;
   ``pdverify:lane_busy_fraction{lane}`` – busy share of wall time over the last ``BUSY_WINDOW_S``
   seconds or more: since the newest scrape at least that old (the engine's start at first).
+* ``pdverify:requests_submitted_total`` – requests handed to the engine (refused ones included);
+  ``pdverify:requests_ended_total{status}`` – ended ok, failed, cancelled or rejected;
+  ``pdverify:requests_unfinished`` – waiting or running. submitted == ended + unfinished always
+  holds: ``EngineStats.accounting_problem``. A request refused before it reaches the engine (bad
+  JSON, an unknown model, a full waiting queue, ...) is answered with an error and counted in none.
 
 Each app has its own registry, so several servers can live in one process.
 """
@@ -30,6 +35,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from dataclasses import asdict
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -174,6 +180,12 @@ class EngineCollector(Collector):
             busy.add_metric([lane.name], lane.busy_s)
             share.add_metric([lane.name], fractions[lane.name])
         yield from (depth, busy, share)
+        yield CounterMetricFamily("pdverify:requests_submitted", "Requests submitted.", value=stats.submitted)
+        ended = CounterMetricFamily("pdverify:requests_ended", "Requests ended, by status.", labels=["status"])
+        for status, count in asdict(stats.outcomes).items():
+            ended.add_metric([status], count)
+        yield ended
+        yield GaugeMetricFamily("pdverify:requests_unfinished", "Requests waiting or running.", value=stats.unfinished)
         if stats.draft_len is not None:
             yield GaugeMetricFamily("pdverify:draft_length", "Current draft length.", value=stats.draft_len)
 

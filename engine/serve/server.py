@@ -33,7 +33,8 @@ def serve(args: argparse.Namespace) -> None:
     config = engine_config_from_args(args, args.engine)
     pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
     name = served_name(args, pair)
-    app = build_app(make_engine(args.engine, pair, config), pair, name, api_key=args.api_key)
+    engine = make_engine(args.engine, pair, config)
+    app = build_app(engine, pair, name, api_key=args.api_key, max_waiting=args.max_waiting)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S
     )

@@ -1,0 +1,89 @@
+"""The benchmark suite: its arithmetic on hand-made numbers, and --quick end to end on the tiny pair."""
+
+from __future__ import annotations
+
+import pytest
+
+from metrics.runs import list_run_dirs
+from workloads.bench.common import ratio_summary, read_csv
+from workloads.bench.docs import BEGIN, END, render
+from workloads.bench.load import serial_served
+from workloads.bench.run import main, parse_parts
+from workloads.drafter_bench import HFTiming
+
+
+def test_ratios_are_taken_within_each_round_and_summarised_by_median_and_spread():
+    rows = [
+        {"group": "C=1", "round": 0, "label": "ref", "tok": 10.0},
+        {"group": "C=1", "round": 0, "label": "x", "tok": 12.0},
+        {"group": "C=1", "round": 1, "label": "ref", "tok": 20.0},
+        {"group": "C=1", "round": 1, "label": "x", "tok": 30.0},
+        {"group": "C=1", "round": 2, "label": "ref", "tok": 10.0},
+        {"group": "C=1", "round": 2, "label": "x", "tok": 13.0},
+    ]
+    x = next(s for s in ratio_summary(rows, "tok", "ref", "p") if s["label"] == "x")
+    assert x["ratio_median"] == pytest.approx(1.3)  # ratios 1.2, 1.5, 1.3: not 13/10 of the medians
+    assert (x["ratio_min"], x["ratio_max"], x["median"], x["rounds"]) == (pytest.approx(1.2), 1.5, 13.0, 3)
+
+
+def test_a_serial_server_under_a_closed_loop_queues_each_request_behind_the_previous_ones():
+    # three requests of 1 s each, first token 0.25 s after each starts, 5 tokens each
+    timings = [HFTiming(t, t + 0.25, t + 1.0, [1, 2, 3, 4, 5]) for t in (0.0, 10.0, 20.0)]
+    one = serial_served(timings, 1)  # each arrives when the previous one ends: no wait
+    assert one["output_tok_s"] == pytest.approx(5.0)
+    assert one["ttft_p50_ms"] == pytest.approx(250.0) and one["tpot_p50_ms"] == pytest.approx(187.5)
+    all_at_once = serial_served(timings, 3)  # all arrive at 0: they wait 0, 1 and 2 s
+    assert all_at_once["ttft_p99_ms"] == pytest.approx(1250.0 + 0.98 * 1000.0)  # ttfts 250, 1250, 2250 ms
+    assert all_at_once["ttft_p50_ms"] == pytest.approx(1250.0)
+
+
+def test_parts_are_named_by_number_or_name_and_unknown_ones_refused():
+    assert parse_parts("1,hardware") == ["1-overhead", "5-hardware"]
+    with pytest.raises(SystemExit, match="unknown part 'x'"):
+        parse_parts("x")
+
+
+def test_quick_bench_on_tiny_writes_csvs_runs_and_a_generated_results_page(tmp_path):
+    out = tmp_path / "bench"
+    assert main(["--quick", "--preset", "tiny", "--device", "cpu", "--parts", "1,3", "--out", str(out)]) == 0
+    summary = read_csv(out / "summary.csv")
+    ar = next(s for s in summary if s["part"] == "1-overhead" and s["label"] == "ar")
+    assert float(ar["ratio_median"]) > 0 and ar["reference"] == "transformers generate"
+    overhead = read_csv(out / "1-overhead.csv")
+    assert {r["same_output"] for r in overhead} == {"True"}  # the engine and transformers agree token for token
+    load = read_csv(out / "3-load.csv")
+    assert {r["group"] for r in load} == {"C=1", "C=4", "C=16"}
+    assert {r["label"] for r in load} == {"ar", "baseline", "pd", "pdv", "transformers generate (serial)"}
+    goals = read_csv(out / "goals.csv")
+    assert [g["part"] for g in goals] == ["1-overhead", "3-load"] and {g["met"] for g in goals} <= {"met", "missed"}
+    runs = {info.path.name: info for info in list_run_dirs(out)}
+    assert set(runs["load-sweep"].engines) == {"ar", "baseline", "pd", "pdv"}  # the Runs page lists it
+    assert (out / "figures" / "figures.html").exists()
+
+    docs = tmp_path / "docs" / "results.md"
+    docs.parent.mkdir()
+    docs.write_text("# Results\n\n## Contents\n\n* a\n\n## Older section\n\nkept as written\n")
+    render(out, docs)
+    text = docs.read_text()
+    assert text.index(BEGIN) < text.index("## Older section") and "kept as written" in text
+    [row] = [line for line in text.splitlines() if line.startswith("| C=16 | pdv |")]
+    pdv = next(s for s in summary if (s["group"], s["label"], s["metric"]) == ("C=16", "pdv", "output_tok_s"))
+    assert float(row.split("|")[3]) == pytest.approx(float(pdv["median"]), rel=1e-3)  # the page shows the CSV's
+    assert (tmp_path / "docs" / "data" / "bench" / "summary.csv").exists()
+    render(tmp_path / "docs" / "data" / "bench", docs)  # again from the copy the page keeps: the same page
+    assert docs.read_text() == text and text.count(BEGIN) == text.count(END) == 1
+
+
+def test_the_kv_read_counts_keys_and_values_of_every_layer_and_kv_head():
+    from types import SimpleNamespace
+
+    from workloads.bench.hardware import kv_bytes
+
+    config = SimpleNamespace(num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, hidden_size=576)
+    # 32 rows x 128 tokens x 30 layers x (K and V) x 3 heads x 64 dims x 4 bytes
+    assert kv_bytes(SimpleNamespace(config=config), 32, 128, 4) == 32 * 128 * 30 * 2 * 3 * 64 * 4
+
+
+def test_rendering_docs_from_a_directory_that_is_no_bench_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="is not a bench directory: summary.csv, goals.csv"):
+        render(tmp_path, tmp_path / "docs" / "results.md")

@@ -1,0 +1,117 @@
+"""Part 3, load sweep: ``ar``, ``baseline``, ``pd`` and ``pdv`` in closed loops of C concurrent requests,
+against transformers' ``generate`` served request by request – what a user without a serving engine
+would run. Goal: the best engine at C = 16 makes >= 4x the reference's output tokens/s.
+
+Engine runs are ordinary runs written to ``<out>/load-sweep`` (the dashboard's
+Runs page lists and opens it). The reference serves one request at a time, so
+each round times one pass of ``generate`` over the prompts, one after another
+(time to first token from a streamer); a closed loop of C clients in front of
+such a server is then exact arithmetic on those measured times: requests are
+served back to back in arrival order, request j arrives at 0 if j < C and
+otherwise when request j - C finishes, and its TTFT is its wait plus its own
+time to first token.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.config import SamplingParams
+from workloads.arrivals import ClosedLoop
+from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
+from workloads.drafter_bench import HFTiming, hf_generate, hf_timeline
+from workloads.sweep import RunWriter, SweepPlan, run_sweep
+
+NAME = "3-load"
+ENGINES = ("ar", "baseline", "pd", "pdv")
+HF = "transformers generate (serial)"
+GOAL = 4.0
+GOAL_AT = 16
+
+
+def requests_at(ctx: BenchContext, c: int) -> int:
+    return max(c, 4)
+
+
+def serial_served(timings: list[HFTiming], concurrency: int) -> dict[str, float | None]:
+    """Throughput and latency percentiles of a FIFO one-at-a-time server under a closed loop (see above)."""
+    finish, clock, ttft, tpot, tokens = [], 0.0, [], [], 0
+    for j, t in enumerate(timings):
+        arrival = 0.0 if j < concurrency else finish[j - concurrency]
+        start = clock
+        clock += t.end - t.start
+        finish.append(clock)
+        tokens += len(t.output)
+        if t.first_token is not None:
+            ttft.append((start - arrival + t.first_token - t.start) * 1000)
+            if len(t.output) > 1:
+                tpot.append((t.end - t.first_token) / (len(t.output) - 1) * 1000)
+    return {"output_tok_s": tokens / clock, **_percentiles("ttft", ttft), **_percentiles("tpot", tpot)}
+
+
+def _percentiles(name: str, values: list[float]) -> dict[str, float | None]:
+    return {
+        f"{name}_{q}_ms": float(np.percentile(values, int(q[1:]), method="linear")) if values else None
+        for q in ("p50", "p99")
+    }
+
+
+def run(ctx: BenchContext) -> PartResult:
+    s, pair = ctx.settings, ctx.pair
+    max_new = s.load_max_new_tokens
+    pool = held_out(ctx, max(requests_at(ctx, c) for c in s.loads), max_new)
+    hf_generate(pair, first(pool, 1), 4, None)  # warm-up
+    writer = RunWriter(ctx.out / "load-sweep")
+    params = SamplingParams(max_new_tokens=max_new, seed=0)
+    rows = []
+    for round_ in range(s.rounds):
+        timings = hf_timeline(pair, pool, max_new)
+        for c in s.loads:
+            trace = first(pool, requests_at(ctx, c))
+            plan = SweepPlan(tuple(rotated(ENGINES, round_)), (ClosedLoop(c),), params=params)
+            for result in run_sweep(pair, trace, plan, writer, meta={**ctx.meta, "bench": NAME, "bench_round": round_}):
+                m = result.summary
+                rows.append(
+                    {
+                        "group": f"C={c}",
+                        "concurrency": c,
+                        "round": round_,
+                        "label": result.key.engine,
+                        "run_id": result.key.run_id,
+                        "output_tok_s": m.output_tok_s,
+                        "ttft_p50_ms": m.ttft_p50_ms,
+                        "ttft_p99_ms": m.ttft_p99_ms,
+                        "tpot_p50_ms": m.tpot_p50_ms,
+                        "tpot_p99_ms": m.tpot_p99_ms,
+                        "acceptance": m.acceptance_rate,
+                    }
+                )
+            served = serial_served(timings[: len(trace)], c)
+            rows.append({"group": f"C={c}", "concurrency": c, "round": round_, "label": HF, **served})
+    summary = ratio_summary(rows, "output_tok_s", HF, NAME)
+    for metric in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"):
+        summary += ratio_summary(rows, metric, HF, NAME, lower_is_better=True)
+    goals, notes = [], []
+    if GOAL_AT in s.loads:
+        at = [find(summary, f"C={GOAL_AT}", e, "output_tok_s") for e in ENGINES]
+        best = max((a for a in at if a and a["ratio_median"] is not None), key=lambda a: a["ratio_median"])
+        figure = f"best engine at C = {GOAL_AT}: {best['label']}, {spread(best)} the reference"
+        goals.append(
+            Goal(
+                NAME,
+                f"best engine at C = {GOAL_AT} >= {GOAL}x the reference (tokens/s)",
+                figure,
+                best["ratio_median"] >= GOAL,
+            )
+        )
+    for c in s.loads:
+        top = max(ENGINES, key=lambda e: find(summary, f"C={c}", e, "output_tok_s")["median"])
+        notes.append(f"C = {c}: fastest {top}, {spread(find(summary, f'C={c}', top, 'output_tok_s'))} the reference.")
+    return PartResult(
+        NAME,
+        "Load sweep: engines against transformers generate served one request at a time",
+        rows,
+        summary,
+        goals,
+        notes,
+    )

@@ -1,0 +1,50 @@
+"""Part 1, engine overhead: ``ar`` (the verifier alone in PD-Verify's engine) against transformers' greedy
+``generate`` of the same verifier, one request at a time. Goal: ``ar`` >= 0.95x.
+
+Both produce the same tokens (checked per prompt), so the ratio is the cost of
+the engine's machinery (scheduling, request records, streaming) net of its
+kernels. Each round runs both on the same held-out prompts, in rotating order.
+"""
+
+from __future__ import annotations
+
+from engine.config import EngineConfig, SamplingParams
+from workloads.arrivals import ClosedLoop
+from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
+from workloads.drafter_bench import hf_generate
+from workloads.replay import replay
+
+NAME = "1-overhead"
+HF = "transformers generate"
+GOAL = 0.95
+
+
+def ar_run(ctx: BenchContext, trace, concurrency: int = 1):
+    params = SamplingParams(max_new_tokens=ctx.settings.max_new_tokens, seed=0)
+    return replay(ctx.pair, "ar", EngineConfig(engine="ar"), trace, ClosedLoop(concurrency), params, warmup=1)
+
+
+def run(ctx: BenchContext) -> PartResult:
+    s = ctx.settings
+    trace = held_out(ctx, s.prompts)
+    hf_generate(ctx.pair, first(trace, 1), 4, None)  # warm-up: transformers' first call pays lazy set-up
+    rows = []
+    for round_ in range(s.rounds):
+        outputs = {}
+        for label in rotated(["ar", HF], round_):
+            if label == "ar":
+                result = ar_run(ctx, trace)
+                tok_s, outs = result.summary.output_tok_s, [list(r.output_token_ids) for r in result.requests]
+            else:
+                tok_s, outs = hf_generate(ctx.pair, trace, s.max_new_tokens, None)
+            outputs[label] = outs
+            rows.append({"group": "C=1", "round": round_, "label": label, "output_tok_s": tok_s})
+        for r in rows[-2:]:
+            r["same_output"] = outputs["ar"] == outputs[HF]
+    summary = ratio_summary(rows, "output_tok_s", HF, NAME)
+    ar = find(summary, "C=1", "ar", "output_tok_s")
+    met = ar is not None and ar["ratio_median"] is not None and ar["ratio_median"] >= GOAL
+    goal = Goal(NAME, f"ar >= {GOAL}x transformers generate (tokens/s, C = 1)", f"ar = {spread(ar)}", met)
+    same = all(r["same_output"] for r in rows)
+    notes = [f"Outputs of ar and transformers generate identical on every prompt: {same}."]
+    return PartResult(NAME, "Engine overhead: ar against transformers generate, C = 1", rows, summary, [goal], notes)
