@@ -34,7 +34,9 @@ class SamplingParams:
     top_p: float = field(default=1.0, metadata=flag("--top-p", float, "nucleus sampling mass, in (0, 1]"))
     top_k: int | None = field(default=None, metadata=flag("--top-k", int, "keep the k most likely tokens (0 = off)"))
     max_new_tokens: int = field(default=128, metadata=flag("--max-new-tokens", int, "cap on each output's length"))
-    seed: int | None = None  # per-request generator, so a request's samples do not depend on batching
+    # A per-request generator: the same random numbers whatever the batch. The tokens can still differ
+    # across batches, since a forward over another batch rounds the probabilities differently.
+    seed: int | None = None
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's end-of-sequence tokens
 
     def __post_init__(self) -> None:
