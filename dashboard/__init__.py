@@ -18,6 +18,8 @@ What the pages draw:
 * ``token_view`` – the Inspect page's output painted token by token.
 
 And: ``settings`` (where runs go, what every widget starts at), ``uploads``
-(uploaded ShareGPT files, stored and checked). The pages are in ``pages/``;
+(uploaded dataset files, stored and checked by the ``--dataset`` reader),
+``bench_dirs`` (bench directories and their goals, HTML reports for the Runs
+page). The pages are in ``pages/``;
 the Streamlit pieces they share in ``widgets/``.
 """

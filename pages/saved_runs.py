@@ -3,7 +3,9 @@
 A run directory is what ``python -m workloads replay --out DIR`` writes, and
 what the Live run and Sweep pages write for each launch: the same five files,
 read back with ``metrics.runs``. Opening several directories puts all their
-runs on the same charts, one colour per engine.
+runs on the same charts, one colour per engine, and one HTML report of them can
+be downloaded. A bench directory (``python -m workloads bench --out DIR``)
+opens the run directories below it, with its goals above them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import comparison, figures
+from dashboard.bench_dirs import find_bench_dirs, goals_table, report_page
 from dashboard.palette import engine_label
 from metrics.export import RunFilesError
 from metrics.frames import cdf, position_frame, with_labels
@@ -41,7 +44,8 @@ def name_of(path: Path) -> str:
 st.header("Runs", divider="gray")
 st.caption(f"Run directories under `{root}` (set `PDV_RUNS_DIR` to look elsewhere).")
 infos = list_run_dirs(root)
-if not infos:
+benches = find_bench_dirs(root, infos)
+if not infos and not benches:
     st.info(
         "No runs yet. Start one on the Live run or Sweep page, or run "
         f"`python -m workloads replay --out {root}/NAME` (runs written elsewhere are not listed here)."
@@ -49,33 +53,52 @@ if not infos:
     st.stop()
 
 by_name = {name_of(info.path): info for info in infos}
+bench_by_name = {name_of(b.path): b for b in benches}
+listed = [(name, info.modified, info.run_ids, info.engines, "runs") for name, info in by_name.items()] + [
+    (name, b.modified, [r for i in b.run_dirs for r in i.run_ids], [e for i in b.run_dirs for e in i.engines], "bench")
+    for name, b in bench_by_name.items()
+]
+listed.sort(key=lambda row: row[1], reverse=True)
 st.dataframe(
     pd.DataFrame(
         [
             {
                 "directory": name,
-                "modified": datetime.fromtimestamp(info.modified),
-                "runs": len(info.run_ids),
-                "engines": ", ".join(engine_label(e) for e in info.engines),
+                "modified": datetime.fromtimestamp(modified),
+                "runs": len(run_ids),
+                "engines": ", ".join(engine_label(e) for e in dict.fromkeys(engines)),
+                "kind": kind,
             }
-            for name, info in by_name.items()
+            for name, modified, run_ids, engines, kind in listed
         ]
     ),
     hide_index=True,
 )
+choices = [row[0] for row in listed]
 # newest first by default; directories deleted meanwhile (here or elsewhere) drop out of the choice.
 # "runs.opened" is a plain session key: it outlives a visit to another page, which a widget's own key does not
 opened_before = st.session_state.get("runs.open", st.session_state.get("runs.opened"))
-st.session_state["runs.open"] = (
-    list(by_name)[:1] if opened_before is None else [n for n in opened_before if n in by_name]
-)
-chosen = st.multiselect("Open (choose several to compare them side by side)", list(by_name), key="runs.open")
+st.session_state["runs.open"] = choices[:1] if opened_before is None else [n for n in opened_before if n in choices]
+chosen = st.multiselect("Open (choose several to compare them side by side)", choices, key="runs.open")
 st.session_state["runs.opened"] = chosen
 if not chosen:
     st.stop()
 
+for name in (n for n in chosen if n in bench_by_name):
+    st.subheader(f"Benchmark goals – {name}")
+    goals = goals_table(bench_by_name[name].path)
+    if goals.empty:
+        st.caption("The parts this bench ran set no goal.")
+    else:
+        st.dataframe(goals, hide_index=True, key=f"runs.goals.{name}")
+# a bench opens the run directories below it; each directory once, however it was chosen
+run_names = dict.fromkeys(
+    n
+    for name in chosen
+    for n in ([name] if name in by_name else [name_of(info.path) for info in bench_by_name[name].run_dirs])
+)
 opened: dict[str, RunDirectory] = {}
-for name in chosen:
+for name in run_names:
     try:
         opened[name] = load(str(by_name[name].path), by_name[name].modified)
     except (RunFilesError, OSError, ValueError) as exc:
@@ -153,6 +176,30 @@ st.dataframe(
 st.caption(
     "× AR: against the AR run at the same load in the same directory – tok/s above 1 is faster than AR, "
     "TPOT below 1 is faster; — where there is no such AR run."
+)
+
+# what is open, as it is now: a directory appended to since the report was built needs a new one
+shown_now = tuple((str(opened[n].path), by_name[n].modified) for n in opened)
+built = st.session_state.get("runs.report")
+if st.button("Build report (HTML)", icon=":material/description:", key="runs.report.build"):
+    try:
+        built = (shown_now, report_page([opened[n].path for n in opened], root))
+    except (RunFilesError, OSError, ValueError) as exc:
+        st.error(f"The report cannot be built: {exc}")
+        built = None
+    st.session_state["runs.report"] = built
+if built is not None and built[0] == shown_now:  # a report of what is open now, not of an earlier choice
+    st.download_button(
+        "Download report (HTML)",
+        built[1],
+        file_name="pd-verify-report.html",
+        mime="text/html",
+        icon=":material/download:",
+        key="runs.report.download",
+    )
+st.caption(
+    "One self-contained HTML file of the runs open above – setup, summary table and charts, readable "
+    "without a network – as `python -m workloads report` writes it."
 )
 
 st.subheader("Files")

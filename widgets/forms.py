@@ -19,7 +19,7 @@ from conversations.sharegpt_file import BUNDLED
 from dashboard.palette import ENGINE_LABELS
 from dashboard.replay_spec import ReplaySpec
 from dashboard.settings import ENGINE_ORDER, preset_options
-from dashboard.uploads import UploadCheck, save_and_check
+from dashboard.uploads import UPLOAD_TYPES, UploadCheck, save_and_check
 from engine.config import CONTROLLERS, DRAFTERS, ControllerConfig, EngineConfig, SamplingParams
 from metrics.summary import SLO
 from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
@@ -29,8 +29,13 @@ from workloads.synthetic import LengthSpec
 from workloads.trace import SYNTHETIC, DatasetSpec
 
 KEEP = "session"  # widget values survive page switches
-DATASET_LABELS = {"sharegpt": "ShareGPT (bundled)", "synthetic": "Synthetic", "upload": "Upload ShareGPT JSON"}
+DATASET_LABELS = {"sharegpt": "ShareGPT (bundled)", "synthetic": "Synthetic", "upload": "Upload a dataset file"}
 LOAD_LABELS = {"closed": "Concurrency (closed loop)", "open": "Request rate (open loop)"}
+UPLOAD_HELP = (
+    "JSON, JSONL, CSV or Parquet, read as `--dataset FILE` reads it: ShareGPT records (conversations: "
+    "[{from, value}]), OpenAI messages (messages: [{role, content}]) or a prompt column (prompt, text, "
+    "question or instruction)."
+)
 PRESET_HELP = (
     "smol: SmolLM2-135M-Instruct verifier with its distilled draft (first use converts the GGUF once). "
     "tiny: a random in-code pair that loads in a second – for trying the dashboard, not for real numbers."
@@ -123,7 +128,7 @@ def _uploaded(prefix: str) -> Path:
     accepted upload is remembered in the session under ``<page>.upload.kept``.
     """
     kept_key = f"{prefix}.upload.kept"
-    upload = st.file_uploader("ShareGPT JSON file", type=["json"], key=f"{prefix}.upload")
+    upload = st.file_uploader("Dataset file", type=list(UPLOAD_TYPES), key=f"{prefix}.upload", help=UPLOAD_HELP)
     if upload is not None:
         check = _check_upload(upload.getvalue(), upload.name)
         if check.path is not None and not check.path.exists():  # the stored copy was cleaned away meanwhile
@@ -134,7 +139,7 @@ def _uploaded(prefix: str) -> Path:
         st.session_state[kept_key] = (upload.name, check)
     kept = st.session_state.get(kept_key)
     if kept is None:
-        raise ValueError("upload a ShareGPT JSON file, or choose another prompt source")
+        raise ValueError("upload a dataset file, or choose another prompt source")
     name, check = kept
     if not check.path.exists():
         del st.session_state[kept_key]
