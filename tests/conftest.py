@@ -27,6 +27,15 @@ def tiny_pair() -> ModelPair:
     return load_model_pair("tiny", device="cpu")
 
 
+@pytest.fixture
+def runs_dir(tmp_path, monkeypatch) -> Path:
+    """A fresh runs directory for the dashboard, whose default preset is ``tiny``."""
+    path = tmp_path / "runs"
+    monkeypatch.setenv("PDV_RUNS_DIR", str(path))
+    monkeypatch.setenv("PDV_DEFAULT_PRESET", "tiny")
+    return path
+
+
 def hf_greedy(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int, stop: bool = False) -> list[int]:
     """The verifier alone, through transformers' own ``generate``.
 

@@ -36,13 +36,6 @@ LABELS = ["AR", "Baseline", "PD", "PDV"]
 RUN_TIMEOUT_S = 120
 
 
-@pytest.fixture
-def runs_dir(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "runs"
-    monkeypatch.setenv("PDV_RUNS_DIR", str(path))
-    monkeypatch.setenv("PDV_DEFAULT_PRESET", "tiny")
-    return path
-
 
 def open_app() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)

@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_dashboard_apptest import ended, open_app, rerun_until, runs_dir, wait_for_no_threads, write_cli_run
+from test_dashboard_apptest import ended, open_app, rerun_until, wait_for_no_threads, write_cli_run
 
 from metrics.runs import list_run_dirs, load_run_dir
 from workloads.bench.common import GOALS_CSV, Goal, write_csv
-
-__all__ = ["runs_dir"]  # the fixture, used by name
 
 PROMPTS = {
     "sea": "Tell me about the sea and the creatures that live in it.",

@@ -24,13 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 
 
-@pytest.fixture
-def runs_dir(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "runs"
-    monkeypatch.setenv("PDV_RUNS_DIR", str(path))
-    monkeypatch.setenv("PDV_DEFAULT_PRESET", "tiny")
-    return path
-
 
 def _threads() -> list[str]:
     return [

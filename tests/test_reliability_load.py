@@ -24,7 +24,7 @@ def test_requests_beyond_the_kv_budget_wait_and_all_finish_within_it(tiny_pair):
     peak, running_peak, stop = [0], [0], threading.Event()
 
     def watch() -> None:
-        while not stop.is_set():
+        while not stop.wait(0.001):  # a full budget lasts whole steps (milliseconds); a busy loop would hog the GIL
             peak[0] = max(peak[0], eng.budget.used)
             running_peak[0] = max(running_peak[0], eng.stats().running)
 

@@ -162,26 +162,11 @@ def load_trace(
         sampled = first_turns(num_requests, max_new_tokens or 128)
         return build_trace(sampled, pair.encode_prompt, max_new_tokens, spec.describe(), seed)
     found = None if spec.name == BUNDLED else load_exchanges(spec.name, spec.split, spec.config)
+    sampling = dict(max_context=pair.max_context, encode_prompt=pair.encode_prompt, progress=progress)
     if found is None:  # the bundled file, or a .json file that is not valid JSON
-        dataset = load_sharegpt(
-            spec.name,
-            pair.tokenizer,
-            num_requests,
-            seed,
-            max_context=pair.max_context,
-            encode_prompt=pair.encode_prompt,
-            progress=progress,
-        )
+        dataset = load_sharegpt(spec.name, pair.tokenizer, num_requests, seed, **sampling)
         return build_trace(dataset.requests, pair.encode_prompt, max_new_tokens, spec.describe(), seed)
-    sampled, _ = sample_exchanges(
-        found,
-        pair.tokenizer,
-        num_requests,
-        seed,
-        max_context=pair.max_context,
-        encode_prompt=pair.encode_prompt,
-        progress=progress,
-    )
+    sampled, _ = sample_exchanges(found, pair.tokenizer, num_requests, seed, **sampling)
     if not sampled:
         raise ValueError(f"{spec.describe()}: no prompt passes the length filter")
     return build_trace(sampled, pair.encode_prompt, max_new_tokens, spec.describe(), seed)
