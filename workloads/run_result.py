@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.request import Request, RequestStatus
+from engine.schedulers.stats import Outcomes
 from metrics.device_types import ProbeInfo
 from metrics.export import RequestOutput, RunRecord
 from metrics.request_metrics import RequestMetrics
@@ -31,18 +32,6 @@ class StopReason(enum.StrEnum):
     TIMEOUT = "timeout"  # the run's measured time passed ``timeout_s``
     ENGINE_ERROR = "engine error"  # a lane crashed (``fatal_error``)
     ENGINE_DID_NOT_STOP = "engine did not stop"  # lane threads outlived ``stop``: the device may still be busy
-
-
-@dataclass(frozen=True)
-class StatusCounts:
-    ok: int
-    failed: int
-    cancelled: int
-    rejected: int
-
-    @property
-    def total(self) -> int:
-        return self.ok + self.failed + self.cancelled + self.rejected
 
 
 @dataclass(frozen=True)
@@ -79,9 +68,9 @@ class RunResult:
     def request_rate(self) -> float | None:
         return self.key.request_rate
 
-    def counts(self) -> StatusCounts:
+    def counts(self) -> Outcomes:
         statuses = [r.status for r in self.requests]
-        return StatusCounts(
+        return Outcomes(
             ok=statuses.count(RequestStatus.OK),
             failed=statuses.count(RequestStatus.FAILED),
             cancelled=statuses.count(RequestStatus.CANCELLED),
