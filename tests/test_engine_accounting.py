@@ -275,9 +275,11 @@ def _pdv_signals(tiny_pair, config: EngineConfig, n: int, verify_sleep: float):
         return run
 
     eng.controller.next_length, eng._verify = recording, slowed(eng._verify)
-    eng.start()
+    # every request waits before the lanes start, so the first admission takes them all at once (started
+    # first, a busy machine could admit them one by one and run hybrid throughout)
     reqs = [eng.submit(Request(f"q{i}", tiny_pair.encode_prompt(f"queue {i}"),
                                SamplingParams(max_new_tokens=10 + 6 * i))) for i in range(n)]  # fmt: skip
+    eng.start()
     assert all(r.done.wait(60) for r in reqs)
     eng.stop()
     assert all(r.status == RequestStatus.OK for r in reqs)
