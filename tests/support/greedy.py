@@ -1,0 +1,61 @@
+"""The verifier alone as the reference: transformers' own greedy ``generate``, and a check of an engine against it."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.models.pair import ModelPair
+
+
+def hf_greedy(model: torch.nn.Module, prompt_ids: list[int], max_new_tokens: int, stop: bool = False) -> list[int]:
+    """The verifier alone, through transformers' own ``generate``.
+
+    ``stop=False`` ignores end-of-sequence tokens (compare with ``stop_token_ids=()``).
+    """
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        eos_token_id=model.generation_config.eos_token_id if stop else None,
+        pad_token_id=0,
+    )
+    previous = model.config._attn_implementation
+    model.set_attn_implementation("sdpa")
+    try:
+        with torch.inference_mode():
+            ids = torch.tensor([prompt_ids])
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=config)
+    finally:
+        model.set_attn_implementation(previous)
+    return out[0, len(prompt_ids) :].tolist()
+
+
+def greedy_run_matches_verifier(
+    pair: ModelPair,
+    engine: str,
+    prompts: list[str],
+    max_new_tokens: int,
+    config=None,
+    stop: bool = False,
+    timeout: float = 120,
+) -> list:
+    """Run ``prompts`` greedily through ``engine`` and check each output against the verifier's own ``generate``.
+
+    ``stop=False`` runs without stop tokens on both sides. Returns the finished requests.
+    """
+    from engine.config import EngineConfig, SamplingParams
+    from engine.request import Request
+    from engine.schedulers.registry import make_engine
+
+    params = SamplingParams(max_new_tokens=max_new_tokens, **({} if stop else {"stop_token_ids": ()}))
+    requests = [Request(f"g{i}", pair.encode_prompt(p), params) for i, p in enumerate(prompts)]
+    eng = make_engine(engine, pair, config or EngineConfig(engine=engine, drafter="model"))
+    try:
+        eng.generate(requests, timeout=timeout)
+    finally:
+        eng.stop()
+    for r in requests:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == hf_greedy(pair.verifier.model, r.prompt_token_ids, max_new_tokens, stop=stop)
+    return requests
