@@ -5,7 +5,7 @@ Launches (background work, one at a time on the device):
 * ``run_manager``    – ``RunManager``: loaded model pairs, the active launch, the latest of each kind;
 * ``launch``         – the ``Launch`` worker thread and its ``LaunchState``;
 * ``replay_spec``    – ``ReplaySpec``: what a Start on the Live run or Sweep page asks for;
-* ``replay_launch``  – comparisons and sweeps, run by ``workloads.job.ReplayJob``;
+* ``replay_launch``  – comparisons and sweeps, run by ``workloads.drivers.job.ReplayJob``;
 * ``replay_view``    – ``ReplayView``/``RunView``: where every run stands, from the workloads harness;
 * ``inspect_launch`` – one prompt through one engine (Inspect page).
 

@@ -4,7 +4,7 @@ A bench directory holds the suite's ``bench.json``, ``summary.csv`` and
 ``goals.csv`` and, below it, ordinary run directories (``load-sweep/``,
 ``lanes/``). The Runs page lists it beside the run directories; opening it
 opens the run directories below it and shows its goals, each met or missed
-with the figure measured. Reports are ``workloads.html_report``'s page, the
+with the figure measured. Reports are ``workloads.report.html``'s page, the
 one ``python -m workloads report`` writes.
 """
 
@@ -19,7 +19,7 @@ import pandas as pd
 from metrics.runs import RunDirInfo
 from metrics.schema import RUN_JSON
 from workloads.bench.common import GOALS_CSV, read_csv
-from workloads.html_report import build_report
+from workloads.report.html import build_report
 
 BENCH_JSON = "bench.json"  # written by every bench run, whichever parts it ran
 GOAL_COLUMNS = ["part", "goal", "figure", "met"]

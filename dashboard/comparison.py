@@ -15,9 +15,9 @@ from dataclasses import asdict
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from dashboard.palette import engine_label
 from metrics.comparison import COLUMNS, LOAD, NA, OPTIONAL, RATIOS, text, with_times_ar
 from metrics.summary import RunSummary
+from presentation.palette import engine_label
 
 __all__ = [
     "COLUMNS", "LOAD", "NA", "OPTIONAL", "RATIOS", "comparison_table", "summary_frame", "summary_table", "text",

@@ -9,7 +9,7 @@ The worker samples the trace once, then runs it:
   the engines sharing the device.
 
 Either way every job writes each run to the launch's directory as it ends,
-through ``workloads.sweep.RunWriter`` – the writer the CLI uses – with the run
+through ``workloads.drivers.sweep.RunWriter`` – the writer the CLI uses – with the run
 manager's write lock, so simultaneous jobs append one run at a time. A job that
 fails (a run file that cannot be written) ends the launch: the other jobs are
 cancelled, so no engine outlives its launch.
@@ -27,11 +27,11 @@ from pathlib import Path
 from dashboard.launch import POLL_S, Launch, PairLoader
 from dashboard.replay_spec import ReplaySpec
 from dashboard.replay_view import ReplayView, RunState, RunView, run_view
-from workloads.arrivals import ArrivalPolicy
-from workloads.environment import run_context
-from workloads.job import JobState, ReplayJob
-from workloads.sweep import RunWriter
-from workloads.trace import load_trace
+from workloads.drivers.arrivals import ArrivalPolicy
+from workloads.drivers.environment import run_context
+from workloads.drivers.job import JobState, ReplayJob
+from workloads.drivers.sweep import RunWriter
+from workloads.drivers.trace import load_trace
 
 
 class _Stopped(Exception):

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from engine.config import EngineConfig, SamplingParams
 from metrics.summary import SLO
-from workloads.arrivals import ArrivalPolicy
-from workloads.endpoint_spec import EndpointSpec
-from workloads.sweep import SweepPlan
-from workloads.trace import DatasetSpec
+from workloads.drivers.arrivals import ArrivalPolicy
+from workloads.drivers.sweep import SweepPlan
+from workloads.drivers.trace import DatasetSpec
+from workloads.endpoint.spec import EndpointSpec
 
 
 @dataclass(frozen=True)

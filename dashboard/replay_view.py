@@ -17,10 +17,10 @@ from dashboard.replay_spec import ReplaySpec
 from metrics.request_metrics import RequestMetrics
 from metrics.summary import RunSummary
 from metrics.timeseries import TimeseriesRow
-from workloads.arrivals import ArrivalPolicy
-from workloads.job import JobSnapshot, JobState
-from workloads.live import RunPhase
-from workloads.run_result import RunResult, StopReason, load_label
+from workloads.drivers.arrivals import ArrivalPolicy
+from workloads.drivers.job import JobSnapshot, JobState
+from workloads.drivers.live import RunPhase
+from workloads.drivers.run_result import RunResult, StopReason, load_label
 
 
 class RunState(enum.StrEnum):

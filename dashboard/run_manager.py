@@ -10,7 +10,7 @@ must outlive a rerun can live in a page: the process keeps a single
   active launch back instead of a second one;
 * the last launch of each kind, so a page still shows a finished launch after
   a rerun or a page switch;
-* the write lock: runs are appended (``workloads.sweep.RunWriter``) and run
+* the write lock: runs are appended (``workloads.drivers.sweep.RunWriter``) and run
   directories deleted one at a time.
 
 Launches run on their own threads (``dashboard.launch``) and never call

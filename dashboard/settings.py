@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.config import ControllerConfig, EngineConfig
 from engine.models.presets import DEFAULT_PRESET, PRESETS
-from workloads.endpoint_spec import DEFAULT_LABEL
+from workloads.endpoint.spec import DEFAULT_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_ORDER = ("ar", "baseline", "pd", "pdv")

@@ -18,7 +18,7 @@ from dashboard.replay_view import RunView
 from engine.request import Request
 from metrics.frames import RunFrames, live_frames, position_frame, timeseries_frame
 from metrics.timeseries import TimeseriesRow
-from workloads.run_result import RunResult
+from workloads.drivers.run_result import RunResult
 
 REQUEST_FIELDS = (
     "request_id", "status", "ttft_ms", "tpot_ms", "e2e_ms", "output_tokens", "drafted_tokens", "accepted_tokens",

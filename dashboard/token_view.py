@@ -12,7 +12,7 @@ import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dashboard.palette import KIND_COLORS, KIND_LABELS
+from presentation.palette import KIND_COLORS, KIND_LABELS
 
 MAX_HELD_TOKENS = 4  # a UTF-8 character has at most 4 bytes
 

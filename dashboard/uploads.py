@@ -1,10 +1,10 @@
 """An uploaded dataset file: kept under a content-addressed name and checked before any run uses it.
 
 The check reads the file with the reader a replay uses –
-``workloads.datasets_source.load_exchanges``, as ``--dataset`` does: JSON,
+``workloads.datasets.sources.load_exchanges``, as ``--dataset`` does: JSON,
 JSONL, CSV or Parquet in the ShareGPT, OpenAI-messages or prompt-column shape,
 and for a ``.json`` file that is not valid JSON the ShareGPT loader
-(``conversations.sharegpt_file.iter_exchanges``), which keeps a cut-short
+(``workloads.datasets.sharegpt_file.iter_exchanges``), which keeps a cut-short
 file's complete records. So a file it accepts is one the run can read; what it
 refuses comes back as one message naming the uploaded file.
 """
@@ -19,8 +19,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from conversations.sharegpt_file import DatasetError, ScanReport, TruncatedDatasetWarning, iter_exchanges
-from workloads.datasets_source import BUILDERS, load_exchanges
+from workloads.datasets.sharegpt_file import DatasetError, ScanReport, TruncatedDatasetWarning, iter_exchanges
+from workloads.datasets.sources import BUILDERS, load_exchanges
 
 UPLOAD_DIR = Path(tempfile.gettempdir()) / "pd-verify-uploads"
 # Streamlit's own limit (.streamlit/config.toml, server.maxUploadSize, in MiB) stops a larger file in the

@@ -10,7 +10,7 @@ rate, and the same ``within`` columns (e.g. the run directory) – as three rati
 A run without an AR run to compare with gets no ratio (NaN, shown "—").
 ``COLUMNS`` gives each summary column its human header and format, key columns
 first; the dashboard's tables (``dashboard.comparison``) and the shareable
-report (``workloads.html_report``) both read them.
+report (``workloads.report.html``) both read them.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ class EngineStatsLike(Protocol):
 
 @runtime_checkable
 class ServerStatsLike(EngineStatsLike, Protocol):
-    """A snapshot that also reports what only a server's ``/metrics`` gives (``workloads.endpoint_engine``).
+    """A snapshot that also reports what only a server's ``/metrics`` gives (``workloads.endpoint.engine``).
 
     ``running`` and ``waiting`` may be ``None`` there: a server whose ``/metrics`` does not answer.
     """

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import figures, tables
+from dashboard import tables
 from dashboard.inspect_launch import InspectLaunch, InspectSpec, InspectView
-from dashboard.palette import engine_label
 from dashboard.settings import ENGINE_ORDER, preset_options
 from dashboard.token_view import legend_html, pieces_html
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from metrics.request_metrics import request_metrics
+from presentation import figures
+from presentation.palette import engine_label
 from widgets import controls
 from widgets.forms import confidence_gate, drafter_select
 from widgets.manager import run_manager

@@ -16,13 +16,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import comparison, figures
+from dashboard import comparison
 from dashboard.bench_dirs import find_bench_dirs, goals_table, report_page
-from dashboard.palette import engine_label
 from metrics.export import RunFilesError
 from metrics.frames import cdf, position_frame, with_labels
 from metrics.runs import RunDirectory, list_run_dirs, load_run_dir
 from metrics.schema import RUN_FILES
+from presentation import figures
+from presentation.palette import engine_label
 from widgets.manager import run_manager
 
 MIME = {".csv": "text/csv", ".jsonl": "application/x-ndjson", ".json": "application/json"}

@@ -10,10 +10,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import comparison, figures, tables
-from dashboard.palette import engine_label
+from dashboard import comparison, tables
 from dashboard.replay_launch import ReplayLaunch
 from dashboard.replay_view import ReplayView
+from presentation import figures
+from presentation.palette import engine_label
 from widgets import controls
 from widgets.forms import replay_form
 from widgets.manager import run_manager

@@ -1,7 +1,7 @@
 """How engines, endpoints and token kinds are named and coloured, defined once.
 
 Every chart, panel heading and widget label of the dashboard, and every chart
-and table of the shareable report (``workloads.html_report``), takes an
+and table of the shareable report (``workloads.report.html``), takes an
 engine's colour and name from here, so one engine looks the same everywhere. An endpoint's runs carry
 its label where an engine's carry ``ar``/``pdv``: it is shown as given, in
 ``OTHER_COLOR``. Several runs of one engine on one chart keep its hue, in
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 ENGINE_COLORS = {"ar": "#7F7F7F", "baseline": "#4C78A8", "pd": "#F58518", "pdv": "#54A24B"}
 ENGINE_LABELS = {"ar": "AR", "baseline": "Baseline", "pd": "PD", "pdv": "PDV"}
-OTHER_COLOR = "#B279A2"  # any other name: an endpoint's label (workloads.endpoint_spec)
+OTHER_COLOR = "#B279A2"  # any other name: an endpoint's label (workloads.endpoint.spec)
 
 # token kinds of engine.request.TokenKind, as the Inspect page paints them
 KIND_COLORS = {

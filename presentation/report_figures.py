@@ -3,7 +3,7 @@
 Inputs are the frames ``metrics.runs.load_run_dir`` reads (``metrics.schema``
 columns) with a ``label`` per run, ``metrics.frames.position_frame``, and the
 line style of each run (``run_styles``): every run takes its engine's colour
-from ``metrics.palette``, and several runs of one engine keep that hue in
+from ``presentation.palette``, and several runs of one engine keep that hue in
 shades and dashes, so twelve lines stay twelve readable lines. Legends sit
 beside the plot, never over a title or an axis. Every figure is a plain Plotly
 figure; the report inlines Plotly's script once, so the page opens offline.
@@ -17,7 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from metrics.palette import engine_color, engine_label, run_style
+from presentation.palette import engine_color, engine_label, run_style
 
 LANES = {"waiting": "admission", "queue_prefill": "prefill", "queue_decode": "decode", "queue_verify": "verify"}
 PERCENTILES = {"p50": "circle", "p95": "diamond", "p99": "square"}  # marker symbol of each percentile

@@ -15,18 +15,18 @@ from pathlib import Path
 
 import streamlit as st
 
-from conversations.sharegpt_file import BUNDLED
-from dashboard.palette import ENGINE_LABELS
 from dashboard.replay_spec import ReplaySpec
 from dashboard.settings import ENGINE_ORDER, preset_options
 from dashboard.uploads import UPLOAD_TYPES, UploadCheck, save_and_check
 from engine.config import CONTROLLERS, DRAFTERS, ControllerConfig, EngineConfig, SamplingParams
 from metrics.summary import SLO
-from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
-from workloads.endpoint_spec import ENDPOINT_TYPES, EndpointSpec
-from workloads.sweep import setting_limits
-from workloads.synthetic import LengthSpec
-from workloads.trace import SYNTHETIC, DatasetSpec
+from presentation.palette import ENGINE_LABELS
+from workloads.datasets.sharegpt_file import BUNDLED
+from workloads.datasets.synthetic import LengthSpec
+from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
+from workloads.drivers.sweep import setting_limits
+from workloads.drivers.trace import SYNTHETIC, DatasetSpec
+from workloads.endpoint.spec import ENDPOINT_TYPES, EndpointSpec
 
 KEEP = "session"  # widget values survive page switches
 DATASET_LABELS = {"sharegpt": "ShareGPT (bundled)", "synthetic": "Synthetic", "upload": "Upload a dataset file"}

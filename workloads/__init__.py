@@ -1,12 +1,13 @@
-"""Workloads: what is sent to an engine, when, and the driver that measures it.
+"""Workloads: datasets, the drivers that replay them on engines, the endpoint client, benchmarks and reports.
 
-* ``sharegpt`` / ``synthetic`` – sources of prompts and reference output lengths.
-* ``trace``     – the tokenised, capped request list every engine of a comparison replays.
-* ``arrivals``  – closed-loop concurrency and open-loop (bursty) Poisson arrivals.
-* ``replay``    – one engine on one trace under one arrival policy -> ``RunResult``.
-* ``run_result`` – ``RunResult``: a run's requests, metrics, summary and ``StopReason``.
-* ``live``      – ``LiveRun``: the run in progress (time series, finished requests, metrics) for other threads.
-* ``sweep``     – every engine x load point; ``RunWriter``, the one writer of run files.
-* ``job``       – a sweep in a background thread, for the dashboard.
-* ``__main__``  – ``python -m workloads replay``.
+Subpackages, one concern each (each lists its modules):
+
+* ``datasets`` – every source of prompts (ShareGPT, any ``datasets`` source, MT-Bench, synthetic);
+* ``drivers``  – traces, arrivals, replay, sweeps, the live run and the background job;
+* ``endpoint`` – an OpenAI-compatible server driven through the same engine protocol;
+* ``bench``    – ``python -m workloads bench``, the benchmark suite, and the one writer of ``docs/results.md``;
+* ``report``   – the CLI's summary table and the shareable HTML report.
+
+``__main__`` is ``python -m workloads replay|bench|report``; ``replay_args``
+builds its flags from the config.
 """

@@ -7,7 +7,7 @@ Example::
 
 ``python -m workloads bench`` runs the benchmark suite (``workloads.bench``);
 ``python -m workloads report RUN_DIR... --out report.html`` writes a
-self-contained HTML report of run directories (``workloads.html_report``).
+self-contained HTML report of run directories (``workloads.report.html``).
 
 Open-loop instead of closed-loop: ``--rates 1,2,4 [--burstiness B] [--max-concurrency M]``
 (``--request-rate R`` is a one-rate ``--rates``). Prints a summary table and,
@@ -30,8 +30,9 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from conversations.sharegpt_file import TruncatedDatasetWarning
 from metrics.export import jsonable
+from workloads.datasets.sharegpt_file import TruncatedDatasetWarning
+from workloads.drivers.trace import DatasetSpec
 from workloads.replay_args import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -40,8 +41,7 @@ from workloads.replay_args import (
     build_parser,
     plan_from_args,
 )
-from workloads.report import format_table
-from workloads.trace import DatasetSpec
+from workloads.report.table import format_table
 
 
 def check_dataset_file(dataset: DatasetSpec) -> None:
@@ -50,8 +50,8 @@ def check_dataset_file(dataset: DatasetSpec) -> None:
 
     The bundled sets are known to be readable; a hub dataset is fetched only when it is loaded.
     """
-    from conversations.sharegpt_file import ScanReport, iter_exchanges
-    from workloads.datasets_source import load_exchanges
+    from workloads.datasets.sharegpt_file import ScanReport, iter_exchanges
+    from workloads.datasets.sources import load_exchanges
 
     if not Path(dataset.name).is_file():
         return
@@ -77,10 +77,10 @@ def replay_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from engine.models.pair import load_model_pair
-    from workloads.environment import run_context
-    from workloads.mt_bench import run_mt_bench
-    from workloads.sweep import RunNotWritten, SweepProgress, run_sweep, setting_limits
-    from workloads.trace import MT_BENCH, load_trace
+    from workloads.drivers.environment import run_context
+    from workloads.drivers.mt_bench import run_mt_bench
+    from workloads.drivers.sweep import RunNotWritten, SweepProgress, run_sweep, setting_limits
+    from workloads.drivers.trace import MT_BENCH, load_trace
 
     plan, dataset, out = plan_from_args(args)
     check_dataset_file(dataset)
@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return bench_main(argv[1:])
     if argv[:1] == ["report"]:
-        from workloads.html_report import main as report_main
+        from workloads.report.html import main as report_main
 
         return report_main(argv[1:])
     parser = build_parser()

@@ -13,7 +13,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from conversations.sharegpt_file import BUNDLED
 from engine.config import ENGINES, EngineConfig
 from engine.flags import (
     DefaultsHelpFormatter,
@@ -26,10 +25,11 @@ from engine.flags import (
 from metrics.export import check_appendable
 from metrics.summary import SLO
 from metrics.timeseries import DEFAULT_HZ
-from workloads.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
-from workloads.endpoint_spec import DEFAULT_LABEL, ENDPOINT_TYPES, EndpointSpec
-from workloads.synthetic import LengthSpec
-from workloads.trace import MT_BENCH, SYNTHETIC, DatasetSpec
+from workloads.datasets.sharegpt_file import BUNDLED
+from workloads.datasets.synthetic import LengthSpec
+from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
+from workloads.drivers.trace import MT_BENCH, SYNTHETIC, DatasetSpec
+from workloads.endpoint.spec import DEFAULT_LABEL, ENDPOINT_TYPES, EndpointSpec
 
 T = TypeVar("T")
 EXIT_INCOMPLETE = 1
@@ -140,7 +140,7 @@ def _policies(args: argparse.Namespace) -> tuple[ArrivalPolicy, ...]:
 
 def plan_from_args(args: argparse.Namespace):
     """The sweep plan, dataset and output directory; ``UsageError`` for anything invalid."""
-    from workloads.sweep import SweepPlan
+    from workloads.drivers.sweep import SweepPlan
 
     try:
         endpoints = _endpoints(args)

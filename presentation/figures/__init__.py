@@ -1,7 +1,7 @@
 """Pure Plotly figure builders: a DataFrame in, a ``go.Figure`` out, nothing else touched.
 
 Every chart of the dashboard is built here, so every chart colours an engine
-the same way (``dashboard.palette``) and the builders can be tested on
+the same way (``presentation.palette``) and the builders can be tested on
 hand-made frames. A builder draws one trace per value of its ``group`` column
 (by default ``engine``; the Runs page groups by run ``label``) and takes that
 trace's colour from the group's engine. Column names are those of
@@ -14,7 +14,7 @@ trace's colour from the group's engine. Column names are those of
 * ``request_steps`` – one request's drafted and accepted tokens per verify step.
 """
 
-from dashboard.figures.across_runs import (
+from presentation.figures.across_runs import (
     acceptance_by_position,
     cdf_lines,
     latency_histogram,
@@ -22,7 +22,7 @@ from dashboard.figures.across_runs import (
     speedup_vs_load,
     summary_bars,
 )
-from dashboard.figures.over_time import (
+from presentation.figures.over_time import (
     acceptance_over_time,
     device_utilisation,
     draft_length_over_time,
@@ -30,7 +30,7 @@ from dashboard.figures.over_time import (
     queue_depths,
     throughput_over_time,
 )
-from dashboard.figures.request_steps import step_bars
+from presentation.figures.request_steps import step_bars
 
 __all__ = [
     "acceptance_by_position",

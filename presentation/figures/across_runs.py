@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import HEIGHT, groups, new_figure, place_legend, stack_widths, waiting
-from dashboard.palette import engine_color, run_style
+from presentation.figures.base import HEIGHT, groups, new_figure, place_legend, stack_widths, waiting
+from presentation.palette import engine_color, run_style
 
 MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 

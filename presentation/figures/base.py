@@ -12,7 +12,7 @@ from typing import NamedTuple
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.palette import engine_label, run_style
+from presentation.palette import engine_label, run_style
 
 HEIGHT = 320
 TITLE_PX = 40  # the title's band at the top of a figure

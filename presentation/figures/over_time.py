@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import groups, new_figure, place_legend, stack_widths, waiting
-from dashboard.palette import engine_color, engine_label
+from presentation.figures.base import groups, new_figure, place_legend, stack_widths, waiting
+from presentation.palette import engine_color, engine_label
 
 LANE_DASH = {"waiting": "dot", "queue_prefill": "dash", "queue_decode": "solid", "queue_verify": "dashdot"}
 LANE_LABELS = {

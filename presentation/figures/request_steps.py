@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.figures.base import new_figure, place_legend, waiting
-from dashboard.palette import engine_color, shade
+from presentation.figures.base import new_figure, place_legend, waiting
+from presentation.palette import engine_color, shade
 
 
 def step_bars(steps: pd.DataFrame, engine: str) -> go.Figure:

@@ -368,7 +368,7 @@ def test_simultaneous_runs_say_they_share_the_device_and_are_all_written(runs_di
 def test_a_run_file_that_cannot_be_written_ends_the_launch_and_every_engine(runs_dir, monkeypatch):
     from engine.schedulers.pd import PDEngine
     from engine.schedulers.pdv import PDVEngine
-    from workloads import sweep
+    from workloads.drivers import sweep
 
     def full_disk(out_dir, record):  # the one writer of run files, shared with the CLI
         raise OSError("No space left on device")
@@ -417,7 +417,7 @@ def test_model_loading_progress_is_shown_while_the_pair_loads(runs_dir, monkeypa
 
 
 def test_stop_while_prompts_are_sampled_ends_the_sampling_and_starts_no_engine(runs_dir, monkeypatch):
-    from workloads import sharegpt
+    from workloads.datasets import sharegpt
 
     release = threading.Event()
     calls = itertools.count()

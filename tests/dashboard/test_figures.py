@@ -7,10 +7,11 @@ import math
 import pandas as pd
 import pytest
 
-from dashboard import comparison, figures, palette, tables
+from dashboard import comparison, tables
 from dashboard.token_view import legend_html, pieces_html, token_pieces
 from engine.request import Request, StepRecord
 from metrics.frames import position_frame, with_labels
+from presentation import figures, palette
 
 ENGINES = ("baseline", "pd", "pdv")
 

@@ -16,9 +16,9 @@ from dashboard.run_manager import RunManager
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from metrics.runs import list_run_dirs, load_run_dir
 from tests.support import ROOT as ROOT_DIR
-from workloads.arrivals import ClosedLoop
-from workloads.synthetic import LengthSpec
-from workloads.trace import DatasetSpec
+from workloads.datasets.synthetic import LengthSpec
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.trace import DatasetSpec
 
 ROOT = ROOT_DIR
 APP = str(ROOT / "app.py")

@@ -8,8 +8,8 @@ from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from engine.request import Request
 from engine.schedulers.registry import make_engine
 from tests.support.serve import served, uvicorn_thread
-from workloads.synthetic import LengthSpec
-from workloads.trace import DatasetSpec, load_trace
+from workloads.datasets.synthetic import LengthSpec
+from workloads.drivers.trace import DatasetSpec, load_trace
 
 CONFIG = EngineConfig(engine="pdv", controller=ControllerConfig(kind="fixed"), drafter="model+ngram")
 

@@ -100,11 +100,11 @@ def test_a_lane_crash_fails_every_live_request_with_the_reason(tiny_pair):
 
 def test_a_run_whose_engine_crashes_keeps_its_finished_requests_in_the_run_files(tiny_pair, tmp_path):
     from metrics.runs import load_run_dir
-    from workloads.arrivals import ClosedLoop
-    from workloads.replay import replay
-    from workloads.sweep import RunWriter
-    from workloads.synthetic import LengthSpec
-    from workloads.trace import DatasetSpec, load_trace
+    from workloads.datasets.synthetic import LengthSpec
+    from workloads.drivers.arrivals import ClosedLoop
+    from workloads.drivers.replay import replay
+    from workloads.drivers.sweep import RunWriter
+    from workloads.drivers.trace import DatasetSpec, load_trace
 
     spec = DatasetSpec("synthetic", LengthSpec(16), LengthSpec(8))
     trace = load_trace(spec, tiny_pair, num_requests=16, seed=1)

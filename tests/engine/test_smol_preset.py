@@ -6,11 +6,11 @@ from itertools import islice
 
 import pytest
 
-from conversations.sharegpt_file import iter_exchanges
 from engine.config import ControllerConfig, EngineConfig
 from engine.models import gguf_cache, presets
 from engine.models.pair import load_model_pair
 from tests.support.greedy import greedy_run_matches_verifier
+from workloads.datasets.sharegpt_file import iter_exchanges
 
 
 @pytest.fixture(scope="module")

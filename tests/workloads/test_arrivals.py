@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from workloads.arrivals import ClosedLoop, OpenLoop, dispatch
+from workloads.drivers.arrivals import ClosedLoop, OpenLoop, dispatch
 
 
 class FakeHandle:

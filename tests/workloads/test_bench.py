@@ -7,9 +7,9 @@ import pytest
 from metrics.runs import list_run_dirs
 from workloads.bench.common import ratio_summary, read_csv
 from workloads.bench.docs import BEGIN, END, render
+from workloads.bench.drafters import HFTiming
 from workloads.bench.load import serial_served
 from workloads.bench.run import main, parse_parts
-from workloads.drafter_bench import HFTiming
 
 
 def test_ratios_are_taken_within_each_round_and_summarised_by_median_and_spread():

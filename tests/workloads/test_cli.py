@@ -9,7 +9,7 @@ import pytest
 from metrics.summary import RunSummary
 from workloads.__main__ import main
 from workloads.replay_args import build_parser
-from workloads.report import format_table
+from workloads.report.table import format_table
 
 BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic"]
 
@@ -91,7 +91,7 @@ def test_a_run_that_stops_early_is_named_and_the_exit_code_says_so(tmp_path, cap
 
 
 def test_a_run_file_that_cannot_be_written_is_one_message_and_exit_1(tmp_path, capsys, monkeypatch):
-    from workloads import sweep
+    from workloads.drivers import sweep
 
     def full_disk(out_dir, record):
         raise OSError(28, "No space left on device")

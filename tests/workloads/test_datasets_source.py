@@ -9,13 +9,14 @@ import json
 import pandas as pd
 import pytest
 
-from conversations.sharegpt_file import DatasetError
 from engine.config import EngineConfig, SamplingParams
-from workloads.arrivals import ClosedLoop
-from workloads.datasets_source import load_exchanges, questions
-from workloads.mt_bench import CATEGORIES_CSV, run_mt_bench
-from workloads.sweep import SweepPlan
-from workloads.trace import MT_BENCH, DatasetSpec, load_trace
+from workloads.datasets.mt_bench import questions
+from workloads.datasets.sharegpt_file import DatasetError
+from workloads.datasets.sources import load_exchanges
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.mt_bench import CATEGORIES_CSV, run_mt_bench
+from workloads.drivers.sweep import SweepPlan
+from workloads.drivers.trace import MT_BENCH, DatasetSpec, load_trace
 
 SHAREGPT = {"id": "a", "conversations": [{"from": "human", "value": "hi there"}, {"from": "gpt", "value": "hello"}]}
 MESSAGES = {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi there"},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 
-from workloads.drafter_bench import SETUPS, main
+from workloads.bench.drafters import SETUPS, main
 
 
 def test_every_setup_runs_and_matches_ar_token_for_token(tmp_path, capsys):

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 
 from engine.config import EngineConfig, SamplingParams
-from metrics.palette import ENGINE_COLORS
-from workloads.arrivals import ClosedLoop
-from workloads.environment import run_context
-from workloads.html_report import main
-from workloads.sweep import SweepPlan, run_sweep
-from workloads.trace import DatasetSpec, load_trace
+from presentation.palette import ENGINE_COLORS
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.environment import run_context
+from workloads.drivers.sweep import SweepPlan, run_sweep
+from workloads.drivers.trace import DatasetSpec, load_trace
+from workloads.report.html import main
 
 
 def summary_rows(page: str) -> tuple[list[str], dict[str, list[str]]]:

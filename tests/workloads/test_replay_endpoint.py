@@ -14,11 +14,11 @@ from metrics.runs import load_run_dir
 from metrics.server_metrics import parse_server_metrics
 from tests.support.serve import MODEL, served, uvicorn_thread
 from workloads.__main__ import main
-from workloads.arrivals import ClosedLoop
-from workloads.endpoint_spec import EndpointSpec
-from workloads.sweep import SweepPlan, run_sweep
-from workloads.synthetic import LengthSpec
-from workloads.trace import DatasetSpec, load_trace
+from workloads.datasets.synthetic import LengthSpec
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.sweep import SweepPlan, run_sweep
+from workloads.drivers.trace import DatasetSpec, load_trace
+from workloads.endpoint.spec import EndpointSpec
 
 N = 6
 TRACE_ARGS = [
@@ -136,7 +136,7 @@ def sweep_inputs(pair, spec: EndpointSpec):
 def test_scraping_a_speculative_server_fills_acceptance_and_kv_usage_per_window(pair):
     from metrics.device_types import DeviceSample
     from metrics.timeseries import make_row
-    from workloads.endpoint_engine import EndpointStats
+    from workloads.endpoint.engine import EndpointStats
 
     with uvicorn_thread(served(pair, "pdv").app) as url:
         plan, trace = sweep_inputs(pair, EndpointSpec(url, MODEL))

@@ -22,13 +22,13 @@ from metrics.device_types import DeviceSample, ProbeInfo
 from metrics.runs import load_run_dir
 from metrics.schema import REQUEST_COLUMNS, RUN_FILES, SUMMARY_COLUMNS
 from metrics.summary import SLO
-from workloads.arrivals import ClosedLoop, OpenLoop
-from workloads.job import ReplayJob
-from workloads.live import LiveRun, RunPhase
-from workloads.replay import replay
-from workloads.run_result import StopReason
-from workloads.sweep import SweepPlan, run_sweep
-from workloads.trace import Trace, TraceItem
+from workloads.drivers.arrivals import ClosedLoop, OpenLoop
+from workloads.drivers.job import ReplayJob
+from workloads.drivers.live import LiveRun, RunPhase
+from workloads.drivers.replay import replay
+from workloads.drivers.run_result import StopReason
+from workloads.drivers.sweep import SweepPlan, run_sweep
+from workloads.drivers.trace import Trace, TraceItem
 
 
 @dataclass(frozen=True)

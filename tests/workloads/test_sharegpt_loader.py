@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conversations.sharegpt_file import DatasetError, TruncatedDatasetWarning, iter_records, resolve_path
 from tests.support import ROOT as ROOT_DIR
-from workloads.sharegpt import ShareGPTFilter, load_sharegpt
+from workloads.datasets.sharegpt import ShareGPTFilter, load_sharegpt
+from workloads.datasets.sharegpt_file import DatasetError, TruncatedDatasetWarning, iter_records, resolve_path
 
 REPO_ROOT = ROOT_DIR
 HELDOUT = REPO_ROOT / "workloads" / "data" / "sharegpt_heldout.json"  # 365 reply-less records, committed
@@ -277,7 +277,7 @@ def test_truncated_inside_multibyte_character(tmp_path):
 
 
 def test_records_larger_than_read_chunk(tmp_path, monkeypatch):
-    import conversations.sharegpt_file as mod
+    import workloads.datasets.sharegpt_file as mod
 
     monkeypatch.setattr(mod, "_CHUNK_CHARS", 64)
     rows = [record(f"r{i}", words(300, "long"), words(50)) for i in range(5)]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.models.tiny import tiny_tokenizer
-from workloads.synthetic import LengthSpec, synthetic_requests, text_of_length
+from workloads.datasets.synthetic import LengthSpec, synthetic_requests, text_of_length
 
 
 class WordTokenizer:

@@ -24,7 +24,7 @@ from metrics.runs import load_run_dir
 from tests.support.serve import sse_events
 from tests.support.thirdparty import free_port, server_process
 from workloads.__main__ import main
-from workloads.endpoint_stream import Streamed, StreamReader, TokenCount
+from workloads.endpoint.stream import Streamed, StreamReader, TokenCount
 
 N = 2  # requests
 MAX_TOKENS = 4  # few tokens: the server decodes one token per step on 2 shared CPU cores

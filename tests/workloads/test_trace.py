@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine.models.tiny import tiny_tokenizer
-from workloads.sharegpt import SampledRequest
-from workloads.synthetic import LengthSpec
-from workloads.trace import DatasetSpec, build_trace, load_trace
+from workloads.datasets.sharegpt import SampledRequest
+from workloads.datasets.synthetic import LengthSpec
+from workloads.drivers.trace import DatasetSpec, build_trace, load_trace
 
 
 class TinyPair:

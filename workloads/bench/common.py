@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workloads.drafter_bench import HELD_OUT
-from workloads.trace import DatasetSpec, Trace, load_trace
+from workloads.bench.drafters import HELD_OUT
+from workloads.drivers.trace import DatasetSpec, Trace, load_trace
 
 SUMMARY_CSV = "summary.csv"
 GOALS_CSV = "goals.csv"

@@ -17,10 +17,10 @@ import pandas as pd
 
 from engine.config import EngineConfig, SamplingParams
 from metrics.frames import timeseries_frame
-from workloads.arrivals import ClosedLoop
 from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
-from workloads.live import LiveRun
-from workloads.replay import replay
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.live import LiveRun
+from workloads.drivers.replay import replay
 
 NAME = "6-dashboard"
 ENGINE = "pdv"

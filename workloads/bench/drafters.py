@@ -1,6 +1,6 @@
-"""``python -m workloads.drafter_bench``: does speculation pay, and with which drafter, L and controller?
+"""``python -m workloads.bench.drafters``: does speculation pay, and with which drafter, L and controller?
 
-Every configuration runs the same held-out prompts (``workloads/data``: prompts
+Every configuration runs the same held-out prompts (``workloads/datasets/data``: prompts
 the draft was never trained or tuned on), greedily, through the replay harness,
 interleaved round by round so that a slow spell of this shared machine hits
 them all alike; each configuration's tokens/s is divided by AR's *in the same
@@ -30,12 +30,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
-from workloads.arrivals import ClosedLoop
-from workloads.replay import replay
-from workloads.sharegpt import SampledRequest
-from workloads.trace import DatasetSpec, Trace, build_trace, load_trace
+from workloads.datasets.sharegpt import SampledRequest
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.replay import replay
+from workloads.drivers.trace import DatasetSpec, Trace, build_trace, load_trace
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "datasets" / "data"
 HELD_OUT = DATA / "sharegpt_heldout.json"
 MT_BENCH = DATA / "mt_bench_questions.jsonl"
 
@@ -202,7 +202,7 @@ def markdown(table: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.drafter_bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m workloads.bench.drafters", description=__doc__)
     parser.add_argument("--parts", default="single,load,mtbench", help="comma list of single, load, mtbench")
     parser.add_argument("--preset", default="smol")
     parser.add_argument("--rounds", type=int, default=3)

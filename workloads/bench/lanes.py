@@ -12,11 +12,11 @@ runs are written to ``<out>/lanes``.
 from __future__ import annotations
 
 from engine.config import SamplingParams
-from workloads.arrivals import OpenLoop
 from workloads.bench.common import BenchContext, Goal, PartResult, find, held_out, ratio_summary, rotated, spread
-from workloads.sweep import RunWriter, SweepPlan, run_sweep
-from workloads.synthetic import LengthSpec, synthetic_requests
-from workloads.trace import Trace, build_trace
+from workloads.datasets.synthetic import LengthSpec, synthetic_requests
+from workloads.drivers.arrivals import OpenLoop
+from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep
+from workloads.drivers.trace import Trace, build_trace
 
 NAME = "4-lanes"
 ENGINES = ("baseline", "pd", "pdv")

@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from engine.config import SamplingParams
-from workloads.arrivals import ClosedLoop
 from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
-from workloads.drafter_bench import HFTiming, hf_generate, hf_timeline
-from workloads.sweep import RunWriter, SweepPlan, run_sweep
+from workloads.bench.drafters import HFTiming, hf_generate, hf_timeline
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep
 
 NAME = "3-load"
 ENGINES = ("ar", "baseline", "pd", "pdv")

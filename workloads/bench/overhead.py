@@ -9,10 +9,10 @@ kernels. Each round runs both on the same held-out prompts, in rotating order.
 from __future__ import annotations
 
 from engine.config import EngineConfig, SamplingParams
-from workloads.arrivals import ClosedLoop
 from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
-from workloads.drafter_bench import hf_generate
-from workloads.replay import replay
+from workloads.bench.drafters import hf_generate
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.replay import replay
 
 NAME = "1-overhead"
 HF = "transformers generate"

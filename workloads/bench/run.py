@@ -80,7 +80,7 @@ def print_table(results: list[PartResult]) -> None:
 
 
 def figures(out: Path, results: list[PartResult]) -> list[str]:
-    from metrics.bench_figures import load_curve, pareto, ratio_bars, write_figures
+    from presentation.bench_figures import load_curve, pareto, ratio_bars, write_figures
 
     figs = []
     for part in results:
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.docs} from {args.render_docs}")
         return 0
     from engine.models.pair import load_model_pair
-    from workloads.environment import run_context
+    from workloads.drivers.environment import run_context
 
     parts = parse_parts(args.parts)
     settings = BenchSettings.quick_settings() if args.quick else BenchSettings.full()

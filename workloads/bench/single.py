@@ -10,10 +10,10 @@ tokenizer, as in the ``qwen-coder`` preset); other pairs leave it out and say so
 from __future__ import annotations
 
 from engine.config import ENGINES, EngineConfig, SamplingParams
-from workloads.arrivals import ClosedLoop
 from workloads.bench.common import BenchContext, PartResult, find, first, held_out, ratio_summary, rotated, spread
-from workloads.drafter_bench import hf_generate
-from workloads.replay import replay
+from workloads.bench.drafters import hf_generate
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.replay import replay
 
 NAME = "2-single"
 LOOKUP = 10  # prompt_lookup_num_tokens: the better of the two settings the drafter benchmark tried

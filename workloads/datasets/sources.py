@@ -5,7 +5,7 @@ hub dataset id (with ``split`` and ``config``). Its rows are recognised by
 shape, in this order:
 
 * **ShareGPT** – ``conversations: [{from, value}, ...]``: the first human turn
-  and the assistant turn after it (``conversations.sharegpt_file``'s rule);
+  and the assistant turn after it (``sharegpt_file``'s rule);
 * **OpenAI messages** – ``messages: [{role, content}, ...]``: the first user
   message and the assistant message after it;
 * **prompt column** – the first of ``prompt``, ``text``, ``question``,
@@ -14,7 +14,7 @@ shape, in this order:
 
 Anything else is refused with one error naming the columns found and the shapes
 expected. A local ``.json`` file that is not valid JSON (the truncated
-ShareGPT copy, say) is read record by record by ``workloads.sharegpt`` instead:
+ShareGPT copy, say) is read record by record by ``sharegpt_file`` instead:
 ``datasets`` cannot read it, and that loader keeps every complete record.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from conversations.sharegpt_file import (
+from workloads.datasets.sharegpt_file import (
     ASSISTANT_ROLES,
     HUMAN_ROLES,
     BadRecord,
@@ -33,9 +33,7 @@ from conversations.sharegpt_file import (
     Exchange,
     extract_exchange,
 )
-from workloads.sharegpt import SampledRequest
 
-MT_BENCH_QUESTIONS = Path(__file__).resolve().parent / "data" / "mt_bench_questions.jsonl"
 PROMPT_COLUMNS = ("prompt", "text", "question", "instruction")
 REPLY_COLUMNS = ("response", "output", "completion", "answer")
 BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
@@ -43,10 +41,6 @@ SHAPES = (
     "conversations: [{from, value}] (ShareGPT), messages: [{role, content}] (OpenAI), "
     f"or a prompt column ({', '.join(PROMPT_COLUMNS)})"
 )
-
-
-def is_local(name: str) -> bool:
-    return Path(name).exists()
 
 
 def not_valid_json(path: Path) -> bool:
@@ -158,28 +152,3 @@ def load_exchanges(name: str, split: str = "train", config: str | None = None) -
     if not_valid_json(Path(name)):
         return None
     return exchanges(load_rows(name, split, config), name)
-
-
-def questions() -> list[dict[str, Any]]:
-    """MT-Bench's questions, interleaved by category (one of each in turn): any prefix covers every category."""
-    rows = [json.loads(line) for line in MT_BENCH_QUESTIONS.read_text().splitlines() if line.strip()]
-    rank: dict[str, int] = {}
-    order = []
-    for q in rows:
-        n = rank.get(q["category"], 0)
-        rank[q["category"]] = n + 1
-        order.append((n, list(rank).index(q["category"]), q))
-    return [q for *_, q in sorted(order, key=lambda t: (t[0], t[1]))]
-
-
-def request_id(question: dict[str, Any], turn: int) -> str:
-    return f"mt{question['question_id']}-{question['category']}-t{turn}"
-
-
-def category_of(request_id: str) -> str:
-    return request_id.split("-")[1]
-
-
-def first_turns(num_requests: int, output_len: int) -> list[SampledRequest]:
-    """The first turns of the first ``num_requests`` questions (at most 80)."""
-    return [SampledRequest(request_id(q, 1), q["turns"][0], output_len) for q in questions()[:num_requests]]

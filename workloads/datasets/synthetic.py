@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workloads.sharegpt import SampledRequest, Tokenizer
+from workloads.datasets.sharegpt import SampledRequest, Tokenizer
 
 _VOCABULARY = (
     "the system model request token batch memory latency queue worker thread cache value answer "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("torch", "transformers", "accelerate", "numpy", "pandas", "psutil", "nvidia-ml-py", "tqdm")
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def package_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:

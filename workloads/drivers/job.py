@@ -2,7 +2,7 @@
 
 ``ReplayJob.start`` returns at once; ``snapshot()`` is cheap and thread-safe
 and tells the caller what to draw: the sweep's progress, the run in progress
-(``workloads.live.LiveSnapshot``: its time series, finished requests, metrics
+(``workloads.drivers.live.LiveSnapshot``: its time series, finished requests, metrics
 and summary so far), and the results finished so far. ``cancel()`` stops
 the run in progress (its unfinished requests end cancelled, and it is still
 recorded) and skips the rest.
@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workloads.live import LiveRun, LiveSnapshot
-from workloads.replay import EngineFactory, PairLike, default_engine_factory
-from workloads.run_result import RunResult
-from workloads.sweep import RunWriter, SweepPlan, SweepProgress, run_sweep
-from workloads.trace import Trace
+from workloads.drivers.live import LiveRun, LiveSnapshot
+from workloads.drivers.replay import EngineFactory, PairLike, default_engine_factory
+from workloads.drivers.run_result import RunResult
+from workloads.drivers.sweep import RunWriter, SweepPlan, SweepProgress, run_sweep
+from workloads.drivers.trace import Trace
 
 log = logging.getLogger(__name__)
 

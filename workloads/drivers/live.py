@@ -1,6 +1,6 @@
 """A replay in progress as other threads see it: the one source of the live view.
 
-``workloads.replay.replay`` owns a ``LiveRun`` and tells it what happens: the
+``workloads.drivers.replay.replay`` owns a ``LiveRun`` and tells it what happens: the
 phase, the run's key, clock origin ``t0`` and SLO once warm-up is over, the
 time series sampler, each request as it finishes, and at the end the result.
 Any thread may call ``snapshot()``, which returns an immutable ``LiveSnapshot``:
@@ -27,7 +27,7 @@ from metrics.request_metrics import RequestMetrics, request_metrics
 from metrics.run_key import RunKey
 from metrics.summary import SLO, RunSummary, summarize
 from metrics.timeseries import EngineStatsLike, TimeseriesRow, TimeseriesSampler
-from workloads.run_result import RunResult
+from workloads.drivers.run_result import RunResult
 
 
 class RunPhase(enum.StrEnum):

@@ -1,4 +1,4 @@
-"""MT-Bench as a built-in dataset: 80 two-turn questions in 8 categories (``workloads/data``).
+"""MT-Bench replayed as two turns, each an ordinary run (questions: ``workloads.datasets.mt_bench``).
 
 A question is replayed as two runs. Turn 1 sends each question's first turn.
 Turn 2 sends the conversation so far – first question, *the engine's own
@@ -21,11 +21,11 @@ from typing import Any
 
 from engine.models.pair import encode_conversation
 from metrics.request_metrics import RequestMetrics
-from workloads.datasets_source import category_of, questions, request_id
-from workloads.replay import PairLike
-from workloads.run_result import RunResult
-from workloads.sweep import RunWriter, SweepPlan, SweepProgress, run_sweep
-from workloads.trace import Trace, TraceItem
+from workloads.datasets.mt_bench import category_of, questions, request_id
+from workloads.drivers.replay import PairLike
+from workloads.drivers.run_result import RunResult
+from workloads.drivers.sweep import RunWriter, SweepPlan, SweepProgress, run_sweep
+from workloads.drivers.trace import Trace, TraceItem
 
 CATEGORIES_CSV = "categories.csv"
 CATEGORY_COLUMNS = (

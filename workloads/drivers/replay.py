@@ -2,8 +2,8 @@
 
 ``replay`` starts an engine, sends it the trace under an arrival policy,
 samples its time series in a background thread, waits for every request, and
-returns a ``RunResult`` (``workloads.run_result``) with the finished ``Request``
-records and everything derived from them. A ``LiveRun`` (``workloads.live``)
+returns a ``RunResult`` (``workloads.drivers.run_result``) with the finished ``Request``
+records and everything derived from them. A ``LiveRun`` (``workloads.drivers.live``)
 shows the run to other threads while it goes on. The run:
 
 1. builds the engine (``engine.schedulers.base.make_engine``) and starts it;
@@ -12,7 +12,7 @@ shows the run to other threads while it goes on. The run:
    measured request. They are not part of the result, and the time series
    starts after them;
 3. starts the clock ``t0`` and the sampler, dispatches the trace
-   (``workloads.arrivals.dispatch``) and waits for every submitted request;
+   (``workloads.drivers.arrivals.dispatch``) and waits for every submitted request;
 4. stops the engine, which cancels anything unfinished (after a cancel or a
    timeout), and summarises.
 
@@ -47,11 +47,11 @@ from metrics.request_metrics import request_metrics
 from metrics.run_key import RunKey
 from metrics.summary import SLO, position_acceptance, summarize
 from metrics.timeseries import DEFAULT_HZ, EngineStatsLike, TimeseriesSampler
-from workloads.arrivals import ArrivalPolicy, RealClock, dispatch
-from workloads.live import LiveRun, RunPhase
-from workloads.run_result import RunResult, StopReason, new_run_id
-from workloads.sharegpt import SampledRequest
-from workloads.trace import Trace, TraceItem, build_trace
+from workloads.datasets.sharegpt import SampledRequest
+from workloads.drivers.arrivals import ArrivalPolicy, RealClock, dispatch
+from workloads.drivers.live import LiveRun, RunPhase
+from workloads.drivers.run_result import RunResult, StopReason, new_run_id
+from workloads.drivers.trace import Trace, TraceItem, build_trace
 
 log = logging.getLogger(__name__)
 

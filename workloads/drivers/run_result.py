@@ -1,6 +1,6 @@
 """What one replay returns: its finished requests, everything derived from them, and why it stopped.
 
-A ``RunResult`` is immutable once ``workloads.replay.replay`` returns it.
+A ``RunResult`` is immutable once ``workloads.drivers.replay.replay`` returns it.
 ``RunResult.record`` is the files' view of the run (``metrics.export.RunRecord``);
 the fields it adds to run.json (arrival, status counts, stop reason, device
 probe, per-position acceptance) are spelled out here, once.
@@ -22,7 +22,7 @@ from metrics.request_metrics import RequestMetrics
 from metrics.run_key import RunKey
 from metrics.summary import PositionAcceptance, RunSummary
 from metrics.timeseries import TimeseriesRow
-from workloads.arrivals import ArrivalPolicy, ClosedLoop
+from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop
 
 
 class StopReason(enum.StrEnum):

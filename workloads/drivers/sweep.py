@@ -25,13 +25,13 @@ from engine.config import ENGINES, EngineConfig, SamplingParams
 from metrics.export import check_appendable, write_run
 from metrics.summary import SLO
 from metrics.timeseries import DEFAULT_HZ
-from workloads.arrivals import ArrivalPolicy, ClosedLoop
-from workloads.endpoint_engine import EndpointEngine
-from workloads.endpoint_spec import EndpointSpec
-from workloads.live import LiveRun
-from workloads.replay import EngineFactory, PairLike, default_engine_factory, replay
-from workloads.run_result import RunResult, StopReason, load_label
-from workloads.trace import DatasetSpec, Trace
+from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop
+from workloads.drivers.live import LiveRun
+from workloads.drivers.replay import EngineFactory, PairLike, default_engine_factory, replay
+from workloads.drivers.run_result import RunResult, StopReason, load_label
+from workloads.drivers.trace import DatasetSpec, Trace
+from workloads.endpoint.engine import EndpointEngine
+from workloads.endpoint.spec import EndpointSpec
 
 log = logging.getLogger(__name__)
 

@@ -7,14 +7,14 @@ not at submission, for the same reason.
 
 Sources (``DatasetSpec``):
 
-* ``sharegpt`` – the bundled ShareGPT file (``workloads.sharegpt``).
+* ``sharegpt`` – the bundled ShareGPT file (``workloads.datasets.sharegpt``).
 * a local file or directory, or a hub id – anything ``datasets.load_dataset``
   reads, in the ShareGPT, OpenAI-messages or prompt-column shape
-  (``workloads.datasets_source``); a ``.json`` file that is not valid JSON is
+  (``workloads.datasets.sources``); a ``.json`` file that is not valid JSON is
   read by the ShareGPT loader. Prompts go through the model's chat template.
 * ``mt-bench`` – the bundled MT-Bench questions' first turns
-  (``workloads.mt_bench``; ``replay`` runs their second turns after them).
-* ``synthetic`` – ``workloads.synthetic`` text of a set token length, encoded
+  (``workloads.drivers.mt_bench``; ``replay`` runs their second turns after them).
+* ``synthetic`` – ``workloads.datasets.synthetic`` text of a set token length, encoded
   without a chat template so the prompt has the asked length.
 
 A request's ``max_new_tokens`` is its sampled output length, capped by the
@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from conversations.sharegpt_file import BUNDLED
-from workloads.datasets_source import first_turns, load_exchanges
-from workloads.sharegpt import SampledRequest, Tokenizer, load_sharegpt, sample_exchanges
-from workloads.synthetic import LengthSpec, synthetic_requests
+from workloads.datasets.mt_bench import first_turns
+from workloads.datasets.sharegpt import SampledRequest, Tokenizer, load_sharegpt, sample_exchanges
+from workloads.datasets.sharegpt_file import BUNDLED
+from workloads.datasets.sources import load_exchanges
+from workloads.datasets.synthetic import LengthSpec, synthetic_requests
 
 SYNTHETIC = "synthetic"
 MT_BENCH = "mt-bench"

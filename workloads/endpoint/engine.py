@@ -1,9 +1,9 @@
 """An OpenAI-compatible server in the place of an engine: what lets one replay drive either.
 
-``EndpointEngine`` has the interface ``workloads.replay`` needs of an engine
+``EndpointEngine`` has the interface ``workloads.drivers.replay`` needs of an engine
 (``start``, ``submit``, ``stats``, ``stop``). ``submit`` hands the request to
 an asyncio loop in its own thread, which streams it from the server with
-httpx (``workloads.endpoint_stream``) and fills the same ``Request`` an engine
+httpx (``workloads.endpoint.stream``) and fills the same ``Request`` an engine
 fills; so every metric, run file and live view of an engine run works for an
 endpoint run unchanged. What only an engine knows (queue wait, drafted and
 accepted tokens per request, lanes) stays empty.
@@ -29,8 +29,8 @@ import httpx
 
 from engine.request import Request
 from metrics.server_metrics import ServerMetrics, parse_server_metrics
-from workloads.endpoint_spec import EndpointSpec
-from workloads.endpoint_stream import Streamed, stream_request
+from workloads.endpoint.spec import EndpointSpec
+from workloads.endpoint.stream import Streamed, stream_request
 
 log = logging.getLogger(__name__)
 

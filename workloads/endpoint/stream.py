@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from engine.request import FinishReason, Request, RequestStatus, TokenKind
-from workloads.endpoint_spec import EndpointSpec
+from workloads.endpoint.spec import EndpointSpec
 
 ERROR_TEXT_CHARS = 300  # enough for a server's error message, short enough for a CSV cell
 

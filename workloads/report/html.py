@@ -8,9 +8,9 @@ charts – tokens/s, × AR, TTFT and TPOT percentiles, the lanes' queue depth,
 draft length and acceptance over time, acceptance by draft position – and a
 link to each run directory's per-request CSV. Every run is named by engine and
 load (``PDV · R=1.5/s #2``) and drawn in its engine's colour
-(``metrics.palette``). Plotly's script is inlined once; the page loads nothing
+(``presentation.palette``). Plotly's script is inlined once; the page loads nothing
 from the network, so it can be attached to an email or an issue. Figures are
-built by ``metrics.report_figures`` (``workloads`` draws nothing itself).
+built by ``presentation.report_figures`` (``workloads`` draws nothing itself).
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ import pandas as pd
 from metrics.comparison import COLUMNS, NA, text, with_times_ar
 from metrics.export import RunFilesError
 from metrics.frames import position_frame
-from metrics.palette import ENGINE_LABELS, engine_color, engine_label
-from metrics.report_figures import (
+from metrics.runs import RunDirectory, load_run_dir
+from metrics.schema import REQUESTS_CSV
+from presentation.palette import ENGINE_LABELS, engine_color, engine_label
+from presentation.report_figures import (
     acceptance_by_position,
     latency_percentiles,
     over_time,
@@ -38,8 +40,6 @@ from metrics.report_figures import (
     speedup_bars,
     throughput_bars,
 )
-from metrics.runs import RunDirectory, load_run_dir
-from metrics.schema import REQUESTS_CSV
 
 # the summary table's columns, key ones first; headers and formats are metrics.comparison's
 SHOWN = (

@@ -54,8 +54,8 @@ def test_the_servers_counters_balance_under_failing_forwards_and_refusals(tiny_p
 
 
 def test_a_run_whose_requests_do_not_add_up_raises():
-    from workloads.replay import AccountingError, check_accounting
-    from workloads.run_result import RunResult
+    from workloads.drivers.replay import AccountingError, check_accounting
+    from workloads.drivers.run_result import RunResult
 
     ended = Request("a", [1])
     ended.fail(RequestStatus.CANCELLED, "stopped")
