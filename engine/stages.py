@@ -15,7 +15,7 @@ from itertools import accumulate
 import torch
 
 from engine.request import FinishReason, StepRecord, TokenKind
-from engine.runner import ModelRunner
+from engine.runner import ModelRunner, Stage
 from engine.sampling import SamplingRows, probabilities, sample, uniforms
 from engine.sequence import Sequence
 from engine.speculative import verify
@@ -73,10 +73,10 @@ def prefill_chunk(
     ends = _keep_last(counts, verifier.device)
     keep = ends[torch.tensor(completes, device=verifier.device)]
     stores = [seq.verifier_kv for seq, _ in chosen]
-    logits = verifier.forward(stores, ids, counts, keep)
+    logits = verifier.forward(stores, ids, counts, keep, Stage.PREFILL)
     if draft is not None:
         # the draft's logits at the prompt end are never used: its first proposal follows the first token
-        draft.forward([seq.draft_kv for seq, _ in chosen], ids, counts, keep[:0])
+        draft.forward([seq.draft_kv for seq, _ in chosen], ids, counts, keep[:0], Stage.PREFILL)
     for seq, n in chosen:
         seq.prefilled += n
 
@@ -163,7 +163,8 @@ def draft_block(
         else:
             counts = [1] * len(active)
             ids = tokens[index, k - 1]
-        logits = draft.forward([seqs[b].draft_kv for b in active], ids, counts, _keep_last(counts, device))
+        keep = _keep_last(counts, device)
+        logits = draft.forward([seqs[b].draft_kv for b in active], ids, counts, keep, Stage.DRAFT)
         sub = rows if len(active) == batch else rows.select(active)
         p = probabilities(logits, sub)
         tokens[index, k] = sample(p, sub)
@@ -200,9 +201,8 @@ def verify_block(verifier: ModelRunner, block: DraftBlock) -> torch.Tensor:
     grid = torch.cat([pending, block.tokens], dim=1).view(-1)  # [B * (Lmax+1)]
     counts = [n + 1 for n in block.lens]
     flat = torch.tensor([b * (width + 1) + j for b, n in enumerate(counts) for j in range(n)], device=device)
-    logits = verifier.forward(
-        [seq.verifier_kv for seq in block.seqs], grid[flat], counts, torch.arange(flat.shape[0], device=device)
-    )
+    keep = torch.arange(flat.shape[0], device=device)
+    logits = verifier.forward([seq.verifier_kv for seq in block.seqs], grid[flat], counts, keep, Stage.VERIFY)
     row_of_token = [b for b, n in enumerate(counts) for _ in range(n)]
     p = probabilities(logits, block.rows.select(row_of_token))
     target = torch.zeros(batch * (width + 1), p.shape[-1], device=device)

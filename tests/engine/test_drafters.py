@@ -12,6 +12,7 @@ from engine.schedulers.registry import make_engine
 from tests.engine.test_lossless import PROMPTS
 from tests.engine.test_sampling_in_engines import merged_chisquare, second_token_marginal, seeded_samples
 from tests.support.greedy import hf_greedy
+from tests.support.runners import counting
 
 
 def lookup(tokens: list[int], min_n: int = 1, max_n: int = 3, k: int = 4) -> list[int]:
@@ -62,16 +63,17 @@ def test_greedy_output_matches_verifier_alone_with_every_drafter(tiny_pair, engi
 
 
 def test_the_ngram_drafter_never_runs_the_draft_model(tiny_pair):
-    before = tiny_pair.draft.tokens_forwarded
+    pair = counting(tiny_pair)
+    before = pair.draft.tokens_forwarded
     config = EngineConfig(engine="baseline", drafter="ngram", prompt_lookup_min=1)
-    eng = make_engine("baseline", tiny_pair, config)
-    request = Request("n", tiny_pair.encode_prompt("abcabcabc"), SamplingParams(max_new_tokens=16))
+    eng = make_engine("baseline", pair, config)
+    request = Request("n", pair.encode_prompt("abcabcabc"), SamplingParams(max_new_tokens=16))
     try:
         eng.generate([request], timeout=60)
     finally:
         eng.stop()
     assert request.status == "ok" and request.drafted > 0
-    assert tiny_pair.draft.tokens_forwarded == before
+    assert pair.draft.tokens_forwarded == before
 
 
 def sampled_second_tokens(pair, engine: str, drafter: str, prompt: list[int], trials: int = 800) -> list[Request]:
@@ -102,10 +104,11 @@ def test_sampled_second_token_follows_verifier_distribution_with_lookup_proposal
 def test_model_and_lookup_proposals_mixed_in_one_batch_keep_the_distribution(tiny_pair):
     # half the vocabulary is in the prompt: a first token from that half gets a lookup, any other the draft model
     prompt = np.random.default_rng(1).permutation(tiny_pair.verifier.vocab_size)[:128].tolist()
-    before = tiny_pair.draft.tokens_forwarded
-    requests = sampled_second_tokens(tiny_pair, "baseline", "model+ngram", prompt)
+    pair = counting(tiny_pair)
+    before = pair.draft.tokens_forwarded
+    requests = sampled_second_tokens(pair, "baseline", "model+ngram", prompt)
     looked_up = sum(r.output_token_ids[0] in set(prompt) for r in requests)
-    assert len(requests) / 10 < looked_up < len(requests) * 9 / 10 and tiny_pair.draft.tokens_forwarded > before
+    assert len(requests) / 10 < looked_up < len(requests) * 9 / 10 and pair.draft.tokens_forwarded > before
     second = np.bincount([r.output_token_ids[1] for r in requests], minlength=tiny_pair.verifier.vocab_size)
     assert merged_chisquare(second, second_token_marginal(tiny_pair.verifier.model, prompt)) > 1e-3
 

@@ -6,9 +6,8 @@ import time
 
 import pytest
 
-from engine import faults
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
-from engine.faults import Fault
+from engine.faults import Fault, FaultInjector
 from engine.request import Request, RequestStatus
 from engine.schedulers.registry import make_engine
 from tests.support.serve import wait_until
@@ -33,7 +32,7 @@ def _assert_idle_and_balanced(eng) -> None:
     assert eng.budget.used == 0, f"{eng.budget.used} KV tokens still held"
 
 
-@pytest.mark.parametrize("kind", ["raise", "nan"])
+@pytest.mark.parametrize("kind", ["raise", "nan", "inf"])
 @pytest.mark.parametrize(
     ("engine", "stage"),
     [("ar", "prefill"), ("ar", "verify"), ("baseline", "prefill"), ("baseline", "draft"), ("baseline", "verify")]
@@ -41,9 +40,10 @@ def _assert_idle_and_balanced(eng) -> None:
     + [("pdv", s) for s in ("prefill", "draft", "verify")],
 )
 def test_a_failing_forward_fails_only_its_batch_and_the_engine_serves_on(tiny_pair, engine, stage, kind):
-    eng = make_engine(engine, tiny_pair, _config(engine, max_batch_size=4))
+    injector = FaultInjector(tiny_pair)
+    eng = make_engine(engine, injector.pair, _config(engine, max_batch_size=4))
     try:
-        with faults.inject(Fault(stage, kind)) as hits:
+        with injector.inject(Fault(stage, kind)) as hits:
             first = eng.generate(_requests("a", 6), timeout=60)
         later = eng.generate(_requests("b", 3), timeout=60)
         threads_alive = all(lane.thread.is_alive() for lane in eng.lanes.values())
@@ -62,9 +62,10 @@ def test_a_failing_forward_fails_only_its_batch_and_the_engine_serves_on(tiny_pa
 
 @pytest.mark.parametrize(("engine", "stage"), [("baseline", "prefill"), ("pd", "draft"), ("pdv", "verify")])
 def test_stop_during_a_stage_returns_within_5s_with_every_thread_joined(tiny_pair, engine, stage):
-    eng = make_engine(engine, tiny_pair, _config(engine))
+    injector = FaultInjector(tiny_pair)
+    eng = make_engine(engine, injector.pair, _config(engine))
     eng.start()
-    with faults.inject(Fault(stage, "stall", times=None, seconds=0.5)) as hits:
+    with injector.inject(Fault(stage, "stall", times=None, seconds=0.5)) as hits:
         requests = [eng.submit(r) for r in _requests("s", 4)]
         assert hits.entered.wait(30), f"no {stage} forward ran"
         start = time.monotonic()
@@ -82,10 +83,11 @@ def test_stop_during_a_stage_returns_within_5s_with_every_thread_joined(tiny_pai
 
 
 def test_a_lane_crash_fails_every_live_request_with_the_reason(tiny_pair):
-    eng = make_engine("pd", tiny_pair, _config("pd"))
+    injector = FaultInjector(tiny_pair)
+    eng = make_engine("pd", injector.pair, _config("pd"))
     eng.start()
     try:
-        with faults.inject(Fault("draft", "crash")):
+        with injector.inject(Fault("draft", "crash")):
             requests = [eng.submit(r) for r in _requests("c", 5)]
             assert all(r.done.wait(30) for r in requests)
         late = eng.submit(_requests("late", 1)[0])
@@ -110,8 +112,9 @@ def test_a_run_whose_engine_crashes_keeps_its_finished_requests_in_the_run_files
     trace = load_trace(spec, tiny_pair, num_requests=16, seed=1)
 
     # the warm-up request and a few run requests go through; then the lane crashes mid-run
-    with faults.inject(Fault("verify", "crash", skip=20)):
-        result = replay(tiny_pair, "baseline", _config("baseline"), trace, ClosedLoop(2), PARAMS)
+    injector = FaultInjector(tiny_pair)
+    with injector.inject(Fault("verify", "crash", skip=20)):
+        result = replay(injector.pair, "baseline", _config("baseline"), trace, ClosedLoop(2), PARAMS)
     RunWriter(tmp_path).write(result, {})
     run = json.loads((tmp_path / "run.json").read_text())["runs"][0]
     assert run["stop_reason"] == "engine error" and "injected lane crash" in run["engine_error"]
@@ -127,14 +130,15 @@ def test_the_servers_health_says_whether_the_engine_serves(tiny_pair):
 
     from tests.support.serve import served
 
-    server = served(tiny_pair, "pd", controller=FIXED, drafter="model")
+    injector = FaultInjector(tiny_pair)
+    server = served(injector.pair, "pd", controller=FIXED, drafter="model")
     body = {"prompt": "hello", "max_tokens": 8, "temperature": 0}
     with TestClient(server.app) as client:
-        with faults.inject(Fault("verify", "raise")):
+        with injector.inject(Fault("verify", "raise")):
             failed = client.post("/v1/completions", json=body)
         after_failure = client.get("/health")
         served_after = client.post("/v1/completions", json=body)
-        with faults.inject(Fault("draft", "crash")):
+        with injector.inject(Fault("draft", "crash")):
             crashed = client.post("/v1/completions", json=body)
         after_crash = client.get("/health")
     assert failed.status_code == 500 and "injected fault" in failed.json()["error"]["message"]
@@ -142,3 +146,24 @@ def test_the_servers_health_says_whether_the_engine_serves(tiny_pair):
     assert crashed.status_code == 503 and after_crash.status_code == 503
     assert "the engine has crashed: " in after_crash.json()["error"]["message"]
     assert "injected lane crash" in after_crash.json()["error"]["message"]
+
+
+def test_armed_faults_touch_only_the_wrapped_pair(tiny_pair):
+    injector = FaultInjector(tiny_pair)
+    assert injector.pair.verifier.model is tiny_pair.verifier.model  # a wrapper, not a second model
+    with injector.inject(Fault("verify", "raise", times=None), Fault("prefill", "nan", times=None)) as hits:
+        plain = make_engine("baseline", tiny_pair, _config("baseline"))
+        try:
+            requests = plain.generate(_requests("p", 3), timeout=60)
+        finally:
+            plain.stop()
+    assert hits.count == 0 and [r.status for r in requests] == [RequestStatus.OK] * 3
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [(("decode", "raise"), "unknown stage"), (("verify", "explode"), "unknown fault kind")],
+)
+def test_a_fault_with_an_unknown_stage_or_kind_is_refused_with_the_choices(fields, message):
+    with pytest.raises(ValueError, match=message):
+        Fault(*fields)

@@ -11,6 +11,7 @@ from engine.request import Request
 from engine.runner import ModelRunner
 from engine.schedulers.registry import make_engine
 from tests.support.greedy import hf_greedy
+from tests.support.runners import counting
 
 PROMPTS = [
     "hello world",
@@ -163,19 +164,21 @@ def test_stop_token_and_max_new_tokens_are_exact_inside_an_accepted_block(tiny_p
 
 
 def test_no_prefix_is_recomputed(tiny_pair):
-    verifier = tiny_pair.verifier
-    requests = make_requests(tiny_pair)
+    pair = counting(tiny_pair)
+    verifier = pair.verifier
+    requests = make_requests(pair)
     before = verifier.tokens_forwarded
-    run(tiny_pair, "baseline", requests=requests)
+    run(pair, "baseline", requests=requests)
     forwarded = verifier.tokens_forwarded - before
     expected = sum(len(r.prompt_token_ids) + sum(s.draft_len + 1 for s in r.steps) for r in requests)
     assert forwarded == expected
 
 
 def test_ar_engine_forwards_each_token_once(tiny_pair):
-    requests = make_requests(tiny_pair)
-    before = tiny_pair.verifier.tokens_forwarded
-    run(tiny_pair, "ar", requests=requests)
+    pair = counting(tiny_pair)
+    requests = make_requests(pair)
+    before = pair.verifier.tokens_forwarded
+    run(pair, "ar", requests=requests)
     # prompt once, then one forward per emitted token except the first (from prefill) and the last
     expected = sum(len(r.prompt_token_ids) + r.num_output_tokens - 1 for r in requests)
-    assert tiny_pair.verifier.tokens_forwarded - before == expected
+    assert pair.verifier.tokens_forwarded - before == expected

@@ -8,9 +8,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine import faults
 from engine.config import ControllerConfig
-from engine.faults import Fault
+from engine.faults import Fault, FaultInjector
 from engine.request import Request, RequestStatus
 from tests.support.serve import served, uvicorn_thread, wait_until
 
@@ -35,11 +34,12 @@ async def _send(url: str, bodies: list[dict]) -> list[int]:
 
 
 def test_the_servers_counters_balance_under_failing_forwards_and_refusals(tiny_pair):
-    server = served(tiny_pair, "pd", controller=ControllerConfig(kind="fixed"), drafter="model")
+    injector = FaultInjector(tiny_pair)
+    server = served(injector.pair, "pd", controller=ControllerConfig(kind="fixed"), drafter="model")
     good = [{"prompt": f"{i} apples", "max_tokens": 16, "temperature": 0, "ignore_eos": True} for i in range(24)]
     refused = [{"prompt": "x" * 3000}, {"prompt": "x", "max_tokens": 4000}]  # the engine's admission refuses these
     with uvicorn_thread(server.app) as url:
-        with faults.inject(Fault("verify", "raise", skip=3), Fault("prefill", "nan")) as hits:
+        with injector.inject(Fault("verify", "raise", skip=3), Fault("prefill", "nan")) as hits:
             statuses = asyncio.run(_send(url, good + refused))
         statuses += asyncio.run(_send(url, good[:8]))  # after the faults: all served
         assert wait_until(lambda: server.engine.stats().unfinished == 0)

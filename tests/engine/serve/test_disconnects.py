@@ -6,9 +6,8 @@ import random
 
 import httpx
 
-from engine import faults
 from engine.config import ControllerConfig
-from engine.faults import Fault
+from engine.faults import Fault, FaultInjector
 from engine.request import RequestStatus
 from engine.serve.prompts import completion_prompt_ids
 from tests.support.serve import served, uvicorn_thread, wait_until
@@ -47,7 +46,8 @@ async def _run_clients(url: str, leave: dict[int, int]) -> list[str | None]:
 
 
 def test_half_of_64_streaming_clients_leave_their_requests_are_cancelled_and_the_rest_match(tiny_pair):
-    server = served(tiny_pair, "pdv", controller=ControllerConfig(kind="fixed"), drafter="model")
+    injector = FaultInjector(tiny_pair)
+    server = served(injector.pair, "pdv", controller=ControllerConfig(kind="fixed"), drafter="model")
     engine = server.engine
     rng = random.Random(20)
     leavers = {i: rng.randint(1, 3) for i in rng.sample(range(CLIENTS), CLIENTS // 2)}
@@ -56,7 +56,7 @@ def test_half_of_64_streaming_clients_leave_their_requests_are_cancelled_and_the
         reference = {tuple(r.prompt_token_ids): r for r in server.submitted}
         server.submitted.clear()
         # slower verify steps, so that every leaver leaves while its request is still generating
-        with faults.inject(Fault("verify", "stall", times=None, seconds=0.02)):
+        with injector.inject(Fault("verify", "stall", times=None, seconds=0.02)):
             disturbed = asyncio.run(_run_clients(url, leavers))
         assert wait_until(lambda: engine.budget.used == 0 and engine.stats().unfinished == 0), (
             f"{engine.budget.used} KV tokens still held"

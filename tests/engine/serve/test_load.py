@@ -5,9 +5,8 @@ import threading
 
 import httpx
 
-from engine import faults
 from engine.config import EngineConfig, SamplingParams
-from engine.faults import Fault
+from engine.faults import Fault, FaultInjector
 from engine.request import Request, RequestStatus
 from engine.schedulers.registry import make_engine
 from tests.support.serve import served, uvicorn_thread, wait_until
@@ -42,7 +41,8 @@ def test_requests_beyond_the_kv_budget_wait_and_all_finish_within_it(tiny_pair):
 
 
 def test_with_max_waiting_the_excess_gets_a_429_with_the_reason_and_the_rest_are_served(tiny_pair):
-    server = served(tiny_pair, "baseline", max_cache_tokens=NEED, max_batch_size=1)  # one request at a time
+    injector = FaultInjector(tiny_pair)
+    server = served(injector.pair, "baseline", max_cache_tokens=NEED, max_batch_size=1)  # one request at a time
     server.app.state.server.max_waiting = 2
     body = {"prompt": [5, 9, 13, 2], "max_tokens": MAX_NEW, "temperature": 0, "ignore_eos": True}
 
@@ -51,7 +51,7 @@ def test_with_max_waiting_the_excess_gets_a_429_with_the_reason_and_the_rest_are
             return await asyncio.gather(*(http.post("/v1/completions", json=body) for _ in range(8)))
 
     with uvicorn_thread(server.app) as url:
-        with faults.inject(Fault("verify", "stall", times=None, seconds=0.05)):
+        with injector.inject(Fault("verify", "stall", times=None, seconds=0.05)):
             answers = asyncio.run(send_all())
         assert wait_until(lambda: server.engine.stats().unfinished == 0)
     codes = sorted(a.status_code for a in answers)
