@@ -1,0 +1,95 @@
+"""The one-line answer of a comparison: which engine is fastest, and whether the figures support it.
+
+The verdict reads only the tokens/s × AR intervals of ``metrics.rounds``
+(median and min–max of the per-round ratios). Against AR, each other engine is
+
+* **faster** – its whole interval is above 1 (AR over itself is exactly 1 in every round);
+* **within noise** – its interval contains 1: the rounds do not tell it from AR;
+* **slower** – its whole interval is below 1.
+
+The *fastest* engine is named only when its interval clears every other's
+(AR's included); otherwise the line says no engine is clearly fastest. Fewer
+than ``MIN_ROUNDS`` rounds give no verdict at all: the min–max of two rounds
+holds the median only half the time. Nothing here knows about engines beyond
+their labels; ``label`` turns them into the names a reader sees.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from metrics.rounds import REFERENCE_INTERVAL, RatioInterval
+
+MIN_ROUNDS = 3  # the min–max of 3 rounds holds the median with probability 0.75; of 2, only 0.5
+
+
+class Standing(enum.StrEnum):
+    FASTER = "faster"
+    WITHIN_NOISE = "within noise"
+    SLOWER = "slower"
+
+
+def standing(ratio: RatioInterval) -> Standing:
+    """Where an engine's tok/s × AR interval stands against AR's exact 1."""
+    if ratio.lo > 1.0:
+        return Standing.FASTER
+    if ratio.hi < 1.0:
+        return Standing.SLOWER
+    return Standing.WITHIN_NOISE
+
+
+@dataclass(frozen=True)
+class Verdict:
+    rounds: int  # the fewest rounds any engine has a ratio for
+    fastest: str | None  # named only when its interval clears every other's
+    standings: tuple[tuple[str, Standing, RatioInterval], ...]  # every engine but the reference, fastest first
+    problem: str | None  # why there is no verdict (too few rounds, no reference)
+    reference: str = "ar"
+
+    def line(self, label: Callable[[str], str] = str) -> str:
+        """The verdict in one line, e.g. ``PDV is fastest: 1.26× AR (1.12–1.40) over 5 rounds; …``."""
+        if self.problem is not None:
+            return f"No verdict yet: {self.problem}."
+        ref = label(self.reference)
+        parts = []
+        for name, where, ratio in self.standings:
+            if name == self.fastest:
+                continue
+            if where == Standing.WITHIN_NOISE:
+                parts.append(f"{label(name)} within noise of {ref}: {ratio.text(ref)}")
+            else:
+                parts.append(f"{label(name)} {where} than {ref}: {ratio.text(ref)}")
+        if self.fastest == self.reference:
+            head = f"{ref} is fastest over {self.rounds} rounds"
+        elif self.fastest is not None:
+            ratio = next(r for n, _, r in self.standings if n == self.fastest)
+            head = f"{label(self.fastest)} is fastest: {ratio.text(ref)} over {self.rounds} rounds"
+        else:
+            head = f"No engine is clearly fastest over {self.rounds} rounds"
+        return head + ("; " + "; ".join(parts) if parts else "") + "."
+
+
+def verdict(
+    tok_s_x_ar: Mapping[str, RatioInterval | None], reference: str = "ar", min_rounds: int = MIN_ROUNDS
+) -> Verdict:
+    """The verdict of engines' tokens/s × ``reference`` intervals (one per engine, the reference's included)."""
+    if reference not in tok_s_x_ar:
+        return Verdict(0, None, (), f"the comparison has no {reference.upper()} run to compare with", reference)
+    measured = {name: r for name, r in tok_s_x_ar.items() if r is not None and name != reference}
+    missing = [name for name, r in tok_s_x_ar.items() if r is None]
+    if missing:
+        return Verdict(0, None, (), f"no ratio yet for {', '.join(missing)}", reference)
+    if not measured:
+        return Verdict(0, None, (), "no engine to compare with", reference)
+    rounds = min(r.rounds for r in measured.values())
+    if rounds < min_rounds:
+        done = f"{rounds} round{'s' if rounds != 1 else ''}"
+        return Verdict(rounds, None, (), f"{done} measured, a verdict needs at least {min_rounds}", reference)
+    ranked = sorted(measured.items(), key=lambda item: item[1].median, reverse=True)
+    standings = tuple((name, standing(r), r) for name, r in ranked)
+    everyone = {**measured, reference: REFERENCE_INTERVAL}
+    top = max(everyone, key=lambda name: everyone[name].median)
+    clears = all(everyone[top].clears_above(r) for name, r in everyone.items() if name != top)
+    return Verdict(rounds, top if clears else None, standings, None, reference)
