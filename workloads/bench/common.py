@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import csv
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metrics.rounds import ratio_intervals
+from metrics.rounds import rotated as rotated  # the parts' run order: one rotation for every comparison
 from workloads.bench.drafters import HELD_OUT
 from workloads.drivers.trace import DatasetSpec, Trace, load_trace
 
@@ -77,26 +78,23 @@ def first(trace: Trace, n: int) -> Trace:
     return Trace(trace.items[:n], trace.source, trace.seed)
 
 
-def rotated(items: Sequence, round_: int) -> list:
-    """``items`` starting at a different one each round, so no competitor always runs first."""
-    k = round_ % len(items)
-    return [*items[k:], *items[:k]]
-
-
 def ratio_summary(
     rows: list[dict[str, Any]], metric: str, reference: str, part: str, lower_is_better: bool = False
 ) -> list[dict[str, Any]]:
-    """Per (group, label): the median of ``metric`` and of its ratio to ``reference`` in the same round and group."""
-    ref = {(r["group"], r["round"]): r[metric] for r in rows if r["label"] == reference and r[metric] is not None}
+    """Per (group, label): the median of ``metric`` and of its ratio to ``reference`` in the same round and group.
+
+    The ratios and their min–max are ``metrics.rounds``'s, the arithmetic every comparison shares.
+    """
+    by_round: dict[str, dict[Any, dict[str, float | None]]] = {}
     table: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         table.setdefault((r["group"], r["label"]), []).append(r)
+        by_round.setdefault(r["group"], {}).setdefault(r["round"], {})[r["label"]] = r[metric]
+    intervals = {group: ratio_intervals(list(rounds.values()), reference) for group, rounds in by_round.items()}
     out = []
     for (group, label), rs in table.items():
         values = [r[metric] for r in rs if r[metric] is not None]
-        ratios = [
-            r[metric] / ref[(group, r["round"])] for r in rs if r[metric] is not None and ref.get((group, r["round"]))
-        ]
+        ratio = intervals[group].get(label)
         out.append(
             {
                 "part": part,
@@ -107,9 +105,9 @@ def ratio_summary(
                 "median": statistics.median(values) if values else None,
                 "min": min(values) if values else None,
                 "max": max(values) if values else None,
-                "ratio_median": statistics.median(ratios) if ratios else None,
-                "ratio_min": min(ratios) if ratios else None,
-                "ratio_max": max(ratios) if ratios else None,
+                "ratio_median": None if ratio is None else ratio.median,
+                "ratio_min": None if ratio is None else ratio.lo,
+                "ratio_max": None if ratio is None else ratio.hi,
                 "rounds": len(values),
                 "better": "lower" if lower_is_better else "higher",
             }
