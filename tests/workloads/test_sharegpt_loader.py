@@ -14,7 +14,7 @@ from workloads.datasets.sharegpt import ShareGPTFilter, load_sharegpt
 from workloads.datasets.sharegpt_file import DatasetError, TruncatedDatasetWarning, iter_records, resolve_path
 
 REPO_ROOT = ROOT_DIR
-HELDOUT = REPO_ROOT / "workloads" / "data" / "sharegpt_heldout.json"  # 365 reply-less records, committed
+HELDOUT = REPO_ROOT / "workloads" / "datasets" / "data" / "sharegpt_heldout.json"  # 365 reply-less records, committed
 BUNDLED_RECORDS = 17_671
 BUNDLED_SIZE = 125_509_632
 
