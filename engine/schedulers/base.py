@@ -79,7 +79,7 @@ class Engine(ABC):
         if self.config.intra_op_threads is not None:
             torch.set_num_threads(self.config.intra_op_threads)
         for name, target in self._lane_loops().items():
-            self.lanes[name] = Lane(name, self._guard(target))
+            self.lanes[name] = Lane(name, self._guard(target), self.name)
         for lane in self.lanes.values():
             lane.thread.start()
         return self

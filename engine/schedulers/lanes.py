@@ -59,7 +59,6 @@ class LaneArbiter:
         self._cond = threading.Condition()
         self._waiting: dict[str, float] = {}  # lane -> perf_counter when it started waiting
         self._active = 0
-        self.grants: list[str] = []  # order of grants, for tests and inspection (bounded below)
 
     @contextmanager
     def turn(self, lane: str) -> Iterator[None]:
@@ -72,9 +71,6 @@ class LaneArbiter:
                 self._cond.wait(timeout=0.05)
             del self._waiting[lane]
             self._active += 1
-            self.grants.append(lane)
-            if len(self.grants) > 1000:
-                del self.grants[:500]
             self._cond.notify_all()
         try:
             yield
@@ -85,12 +81,12 @@ class LaneArbiter:
 
 
 class Lane:
-    """A named worker thread with a busy-time meter."""
+    """A named worker thread with a busy-time meter; the thread is named ``<engine>-<lane>`` (``pd-prefill``)."""
 
-    def __init__(self, name: str, target: Callable[[], None]) -> None:
+    def __init__(self, name: str, target: Callable[[], None], engine: str) -> None:
         self.name = name
         self.busy_s = 0.0  # cumulative seconds spent working
-        self.thread = threading.Thread(target=target, name=f"pdv-{name}", daemon=True)
+        self.thread = threading.Thread(target=target, name=f"{engine}-{name}", daemon=True)
 
     @contextmanager
     def busy(self) -> Iterator[None]:

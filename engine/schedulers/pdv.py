@@ -51,8 +51,6 @@ class PDVEngine(PDEngine):
         self._groups_out = 0  # groups counted in _in_flight
         self._verifying = 0  # blocks the verify lane has taken and not yet finished (0 or 1)
         self._hybrid_mode: bool | None = None  # the mode of the decode lane's last group
-        self.hybrid_steps = 0  # decode steps run atomically (hybrid mode)
-        self.pipelined_blocks = 0  # blocks handed to the verify lane
 
     def start(self):
         ctrl = self.config.controller
@@ -140,7 +138,6 @@ class PDVEngine(PDEngine):
             ahead = self._verify_ahead()  # read once the turn is ours: waiting for it may have let a block finish
             try:
                 if hybrid:
-                    self.hybrid_steps += 1
                     alive = self._step(group, ahead)
                 else:
                     block = self._draft(group, ahead)
@@ -158,7 +155,6 @@ class PDVEngine(PDEngine):
             return
         with self._qlock:
             self._verify_queue.append(block)
-            self.pipelined_blocks += 1
         self._notify()
 
     # ----------------------------------------------------------------- verify

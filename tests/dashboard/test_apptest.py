@@ -23,6 +23,7 @@ from engine.models.pair import load_model_pair
 from metrics.runs import list_run_dirs, load_run_dir
 from tests.support import ROOT as ROOT_DIR
 from tests.support.serve import MODEL, served, uvicorn_thread
+from tests.support.threads import is_lane_thread
 
 ROOT = ROOT_DIR
 APP = str(ROOT / "app.py")
@@ -88,7 +89,9 @@ def values(array) -> list:
 def dashboard_threads() -> list[str]:
     """Threads the dashboard's launches start: launch workers, jobs, engine lanes, samplers."""
     names = ("replay-job", "metrics-sampler")
-    return [t.name for t in threading.enumerate() if t.name.startswith("pdv-") or t.name in names]
+    return [
+        t.name for t in threading.enumerate() if t.name.startswith("pdv-") or is_lane_thread(t.name) or t.name in names
+    ]
 
 
 def wait_for_no_threads(timeout: float = 20.0) -> list[str]:

@@ -16,6 +16,7 @@ from dashboard.run_manager import RunManager
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from metrics.runs import list_run_dirs, load_run_dir
 from tests.support import ROOT as ROOT_DIR
+from tests.support.threads import is_lane_thread
 from workloads.datasets.synthetic import LengthSpec
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.trace import DatasetSpec
@@ -29,7 +30,7 @@ def _threads() -> list[str]:
     return [
         t.name
         for t in threading.enumerate()
-        if t.name.startswith("pdv-") or t.name in ("replay-job", "metrics-sampler")
+        if t.name.startswith("pdv-") or is_lane_thread(t.name) or t.name in ("replay-job", "metrics-sampler")
     ]
 
 
@@ -71,12 +72,12 @@ def test_starts_racing_from_many_threads_make_one_launch_and_stop_leaves_no_thre
     launches = {id(launch) for launch, _ in results}
     assert len(launches) == 1 and sum(started for _, started in results) == 1
     launch = results[0][0]
-    lanes = {"pdv-loop", "pdv-prefill", "pdv-decode", "pdv-verify"}
+    lanes = {"ar-loop", "pd-prefill", "pd-decode"}
     deadline = time.monotonic() + 120
     while not lanes & set(_threads()) and time.monotonic() < deadline:
         time.sleep(0.05)
     running = [t for t in _threads() if t in lanes]
-    assert running == ["pdv-loop"]  # the first engine (AR), once: one launch, one engine
+    assert running == ["ar-loop"]  # the first engine (AR), once: one launch, one engine
     while launch.view().runs[0].finished < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert manager.stop() and launch.wait(60)

@@ -8,6 +8,7 @@ import pytest
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from engine.request import Request, RequestStatus
 from engine.schedulers.registry import make_engine
+from tests.support.pdv_modes import count_modes
 
 FINAL = {RequestStatus.OK, RequestStatus.FAILED, RequestStatus.CANCELLED, RequestStatus.REJECTED}
 
@@ -129,6 +130,7 @@ def test_the_controller_sees_every_rejection_the_requests_record(tiny_pair, engi
 def test_pdv_never_holds_more_requests_than_the_batch_limit(tiny_pair, hybrid_threshold):
     config = EngineConfig(engine="pdv", max_batch_size=3, micro_batches=2, hybrid_threshold=hybrid_threshold)
     eng = make_engine("pdv", tiny_pair, config)
+    modes = count_modes(eng)
     submitted: list[Request] = []
     seen: list[int] = []
 
@@ -150,9 +152,9 @@ def test_pdv_never_holds_more_requests_than_the_batch_limit(tiny_pair, hybrid_th
     assert all(r.status == RequestStatus.OK for r in submitted)
     assert seen and max(seen) <= 3
     if hybrid_threshold == 0:
-        assert eng.pipelined_blocks > 0
+        assert modes.pipelined_blocks > 0
     else:
-        assert eng.hybrid_steps > 0
+        assert modes.hybrid_steps > 0
 
 
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
@@ -257,13 +259,14 @@ def _pdv_signals(tiny_pair, config: EngineConfig, n: int, verify_sleep: float):
     Returns, for every draft, whether it was a hybrid step and the controller's inputs.
     """
     eng = make_engine("pdv", tiny_pair, config)
+    modes = count_modes(eng)
     seen = []
     decide = eng.controller.next_length
     hybrid_steps = [0]
 
     def recording(signals):
-        hybrid = eng.hybrid_steps > hybrid_steps[0]  # a hybrid step counts itself before it drafts
-        hybrid_steps[0] = eng.hybrid_steps
+        hybrid = modes.hybrid_steps > hybrid_steps[0]  # a hybrid step counts itself before it drafts
+        hybrid_steps[0] = modes.hybrid_steps
         seen.append((hybrid, signals))
         return decide(signals)
 

@@ -79,7 +79,7 @@ def test_stop_during_a_stage_returns_within_5s_with_every_thread_joined(tiny_pai
     }
     assert RequestStatus.CANCELLED in {r.status for r in requests}
     _assert_idle_and_balanced(eng)
-    assert not [t for t in threading.enumerate() if t.name.startswith("pdv-") and t.is_alive()]
+    assert not [t for t in threading.enumerate() if t.name.startswith(f"{engine}-") and t.is_alive()]
 
 
 def test_a_lane_crash_fails_every_live_request_with_the_reason(tiny_pair):

@@ -175,15 +175,19 @@ def test_pdv_marks_its_draft_blocks_after_verification_and_every_kv_store_at_rel
 
     for module in (pdv, sequence):
         monkeypatch.setattr(module, "keep_for_current_stream", recording)
+    from tests.support.pdv_modes import count_modes
+
     eng = make_engine(
         "pdv",
         tiny_pair,
         EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed"), engine="pdv", hybrid_threshold=0),
-    ).start()
+    )
+    modes = count_modes(eng)
+    eng.start()
     reqs = [eng.submit(Request(f"k{i}", [1, 2, 3 + i], SamplingParams(max_new_tokens=9))) for i in range(3)]
     assert all(r.done.wait(60) for r in reqs)
     eng.stop()
     blocks = [t for t in kept if len(t) == 5]  # DraftBlock.tensors(): tokens, probs and the sampling rows
     caches = [t for t in kept if len(t) == 2 and None not in t]  # a KV store's keys and values, at release
-    assert len(blocks) == eng.pipelined_blocks > 0
+    assert len(blocks) == modes.pipelined_blocks > 0
     assert len(caches) == 2 * len(reqs)  # verifier and draft store of every request
