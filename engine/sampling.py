@@ -50,16 +50,6 @@ class SamplingRows:
             generators=tuple(self.generators[r] for r in rows),
         )
 
-    def repeat_rows(self, times: int) -> SamplingRows:
-        """Each row repeated ``times`` times in a row (for [B, L+1] position blocks flattened)."""
-        return SamplingRows(
-            temperature=self.temperature.repeat_interleave(times),
-            top_p=self.top_p.repeat_interleave(times),
-            top_k=self.top_k.repeat_interleave(times),
-            greedy=tuple(g for g in self.greedy for _ in range(times)),
-            generators=tuple(g for g in self.generators for _ in range(times)),
-        )
-
     @property
     def all_greedy(self) -> bool:
         return all(self.greedy)
