@@ -85,9 +85,7 @@ def graph() -> dict[str, set[str]]:
 
 
 def top(name: str) -> str:
-    """The room a module belongs to: its top-level package; the draft-training lab is a room of its own."""
-    if name == "engine.distill" or name.startswith("engine.distill."):
-        return "distill"
+    """The room a module belongs to: its top-level package."""
     return name.split(".")[0]
 
 

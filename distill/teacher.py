@@ -17,7 +17,7 @@ from typing import NamedTuple
 import torch
 from tqdm import tqdm
 
-from engine.distill.config import DistillConfig, Sample
+from distill.config import DistillConfig, Sample
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ run it, and write its stats file and model card. Every ``DistillConfig`` field
 is a flag of the same name. With ``--eval-only`` it measures the draft already
 in ``--out`` and refreshes the figures in its record.
 
-    python -m engine.distill --out engine/assets/smol-draft
-    python -m engine.distill --out engine/assets/smol-draft --eval-only
+    python -m distill --out engine/assets/smol-draft
+    python -m distill --out engine/assets/smol-draft --eval-only
 """
 
 from __future__ import annotations
@@ -24,20 +24,20 @@ from pathlib import Path
 
 import torch
 
+from distill.card import STATS, dir_size, write_record
+from distill.config import DistillConfig, torch_dtype
+from distill.data import choose_vocabulary, split_prompts
+from distill.evaluate import evaluate, exit_agreement, train_fit
+from distill.teacher import cached_samples, generate_samples, load_verifier, teacher_targets
+from distill.train import build_student, train
 from engine.devices import cpu_name
-from engine.distill.card import STATS, dir_size, write_record
-from engine.distill.config import DistillConfig, torch_dtype
-from engine.distill.data import choose_vocabulary, split_prompts
-from engine.distill.evaluate import evaluate, exit_agreement, train_fit
-from engine.distill.teacher import cached_samples, generate_samples, load_verifier, teacher_targets
-from engine.distill.train import build_student, train
 
-log = logging.getLogger("engine.distill")
+log = logging.getLogger("distill")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, DistillConfig]:
     defaults = DistillConfig()
-    parser = argparse.ArgumentParser(prog="python -m engine.distill", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m distill", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="output model directory")
     parser.add_argument("--eval-only", action="store_true", help="measure the draft already in --out")
     parser.add_argument(
@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     partial.rename(out)
     measured = evaluate(out, verifier, eval_samples, cfg)
     measured.update(probes(args, out, verifier, eval_samples, train_prompts, cfg, eos_id, pad_id))
-    command = "python -m engine.distill --out " + str(args.out)
+    command = "python -m distill --out " + str(args.out)
     changed = [f"--{k.replace('_', '-')} {v}" for k, v in asdict(cfg).items() if v != getattr(DistillConfig(), k)]
     command = " ".join([command, *changed])
     # targets taken from the cache count with the time they took when they were made

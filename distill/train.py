@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import torch
 from tqdm import tqdm
 
-from engine.distill.config import DistillConfig, Sample, parse_layers, torch_dtype
+from distill.config import DistillConfig, Sample, parse_layers, torch_dtype
 
 log = logging.getLogger(__name__)
 

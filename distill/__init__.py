@@ -32,12 +32,13 @@ rate at draft length L is measured on held-out prompts, together with the
 per-token forward time of both models; the figures go into the model card.
 
 One module a step: ``config`` (the recipe), ``data`` (prompts, replies and the
-draft's vocabulary, read by ``conversations``), ``teacher`` (the verifier's
+draft's vocabulary, read by ``workloads.datasets``), ``teacher`` (the verifier's
 answers and top-k targets), ``train`` (the student and its loss), ``evaluate``
 (acceptance and forward times of the saved draft), ``card`` (the stats file
 and the model card) and ``__main__`` (the command line). This is an offline
-lab: the engines never import it.
+support package beside the runtime: it uses the engine's model code, and the
+engines never import it.
 
-    python -m engine.distill --out engine/assets/smol-draft
-    python -m engine.distill --out engine/assets/smol-draft --eval-only
+    python -m distill --out engine/assets/smol-draft
+    python -m distill --out engine/assets/smol-draft --eval-only
 """

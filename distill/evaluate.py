@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import torch
 
-from engine.distill.config import DistillConfig, Sample, torch_dtype
-from engine.distill.teacher import generate_samples, load_verifier
+from distill.config import DistillConfig, Sample, torch_dtype
+from distill.teacher import generate_samples, load_verifier
 
 log = logging.getLogger(__name__)
 

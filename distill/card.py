@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine.distill.config import parse_layers
-from engine.distill.data import ANSWER_WEIGHT
+from distill.config import parse_layers
+from distill.data import ANSWER_WEIGHT
 
 CARD = "README.md"
 STATS = "distill-stats.json"
@@ -47,7 +47,7 @@ def write_card(out: Path, stats: dict) -> None:
     text = f"""# smol-draft
 
 Draft model of the `smol` preset, distilled from its verifier, SmolLM2-135M-Instruct, by
-`engine/distill/`. It is a {len(layers)}-layer Llama that reads tokens only. It has no \
+`distill/`. It is a {len(layers)}-layer Llama that reads tokens only. It has no \
 embedding table of its own: it reads the
 verifier's input embedding, and its output layer is the verifier's embedding rows for a fixed subset of
 {s["vocab_subset"]:,} tokens (every other token gets logit -inf, so the draft never proposes it; the
@@ -121,7 +121,7 @@ verifier {lat["verifier_ms"]} ms, ratio {lat["ratio"]:.3f}.
 
 Measured with the saved weights by:
 
-    python -m engine.distill --out {s["out"]} --eval-only
+    python -m distill --out {s["out"]} --eval-only
 """
     (out / CARD).write_text(text)
 
