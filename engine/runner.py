@@ -7,7 +7,7 @@ from enum import StrEnum
 import torch
 from transformers import PreTrainedModel
 
-from engine.kv import ATTN_IMPLEMENTATION, KVStore, PackedBatch, Segment
+from engine.kv import ATTN_IMPLEMENTATION, KVPool, KVStore, PackedBatch, step_index
 from engine.models.cpu_linear import chosen_backend, route_linears
 
 
@@ -20,7 +20,7 @@ class Stage(StrEnum):
 
 
 class ModelRunner:
-    """Runs packed forwards of one causal LM over per-request ``KVStore``s.
+    """Runs packed forwards of one causal LM over per-request ``KVStore``s in the model's ``KVPool``.
 
     ``forward`` appends the given tokens to each store (advancing ``length``)
     and returns logits only at the requested positions. It may be called from
@@ -42,9 +42,11 @@ class ModelRunner:
         # the layers' dtype, which the KV cache holds (a shared draft's borrowed embedding may differ)
         decoder = getattr(model, "model", model)
         self.dtype = next(getattr(decoder, "layers", decoder).parameters()).dtype
+        self.pool = KVPool(self.num_layers, self.num_kv_heads, self.head_dim, self.dtype, self.device)
 
     def new_store(self, capacity: int) -> KVStore:
-        return KVStore(self.num_layers, self.num_kv_heads, self.head_dim, capacity, self.dtype, self.device)
+        """A store of ``capacity`` positions in this model's pool (its blocks return when it is dropped)."""
+        return KVStore(self.pool, capacity)
 
     @torch.inference_mode()
     def forward(
@@ -55,21 +57,23 @@ class ModelRunner:
         keep: torch.Tensor,  # [K] long, on device: packed positions whose logits are returned
         stage: Stage | None = None,  # the stage calling; None for a forward outside the engine (a measurement)
     ) -> torch.Tensor:  # [K, V] float32 logits
-        segments, start, positions = [], 0, []
         for store, n in zip(stores, num_tokens, strict=True):
             if store.length + n > store.capacity:
                 raise RuntimeError(f"KV store overflow: {store.length} + {n} > capacity {store.capacity}")
-            segments.append(Segment(store, start, n))
-            positions.append(torch.arange(store.length, store.length + n))
-            start += n
-        if start != input_ids.shape[0]:
-            raise ValueError(f"packed {input_ids.shape[0]} tokens but segments hold {start}")
-        position_ids = torch.cat(positions).to(self.device, non_blocking=True).unsqueeze(0)
-        packed = PackedBatch(tuple(segments))
-        ids = input_ids.unsqueeze(0)
-        logits = self.model(
-            input_ids=ids, position_ids=position_ids, use_cache=False, logits_to_keep=keep, packed_batch=packed
-        ).logits
+        if sum(num_tokens) != input_ids.shape[0]:
+            raise ValueError(f"packed {input_ids.shape[0]} tokens but the stores take {sum(num_tokens)}")
+        with self.pool.lock:  # growth on another thread must not swap the pool under this forward
+            for store in stores:
+                for fence in store.take_fences():  # CUDA: the blocks' previous users are done with them
+                    torch.cuda.current_stream(self.device).wait_event(fence)
+            index = step_index(stores, num_tokens, self.device)
+            logits = self.model(
+                input_ids=input_ids.unsqueeze(0),
+                position_ids=index.position_ids,
+                use_cache=False,
+                logits_to_keep=keep,
+                packed_batch=PackedBatch(self.pool, index),
+            ).logits
         for store, n in zip(stores, num_tokens, strict=True):
             store.length += n
         logits = logits[0].float()

@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.devices import keep_for_current_stream
 from engine.kv import KVStore
 from engine.request import Request
 
@@ -50,10 +49,10 @@ class Sequence:
         return self.request.status.finished
 
     def release(self) -> None:
-        """Drop the KV stores (their memory returns to the allocator once the current stream's work is done)."""
+        """Return the KV stores' blocks to their pools (mutates: both stores, ``released``)."""
         for store in (self.verifier_kv, self.draft_kv):
             if store is not None:
-                keep_for_current_stream(store.keys, store.values)
+                store.free()
         self.verifier_kv = None
         self.draft_kv = None
         self.released = True

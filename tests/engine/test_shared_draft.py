@@ -147,7 +147,7 @@ def test_a_draft_runs_in_the_dtype_it_was_trained_in(saved_bf16_pair, monkeypatc
     pair = load_model_pair(draft_model=draft_dir, verifier_model=verifier_dir, device="cpu")
     assert pair.verifier.dtype == torch.float32
     assert pair.draft.dtype == torch.bfloat16
-    assert pair.draft.new_store(8).keys.dtype == torch.bfloat16
+    assert pair.draft.pool.keys.dtype == torch.bfloat16  # the KV cache it writes
     assert pair.describe()["draft_dtype"] == "bfloat16"
     # the embedding table is still the verifier's own tensor, not a bfloat16 copy
     assert pair.draft.model.model.embed_tokens.weight is pair.verifier.model.get_input_embeddings().weight

@@ -1,0 +1,166 @@
+"""What one packed forward costs the host: dispatched operators per layer and wall time.
+
+``python -m workloads.bench.forward_cost --label L --out CSV`` measures, for the
+record in docs/results.md:
+
+* **operators per layer** – aten operators dispatched during one forward
+  (counted with a ``TorchDispatchMode``), divided by the layers, on the tiny
+  preset at 1, 8 and 32 rows of 1 and 5 new tokens over ``CONTEXT`` cached
+  tokens. The tiny model (3 layers, hidden 64) does almost no arithmetic, so
+  its forward time is the host's overhead: Python and dispatch;
+* **host overhead per forward** – the median wall time of the same forwards;
+* **the smol verifier step** at C = 1 and C = 32 (one new token per row) beside
+  this machine's float32 matmul rate and memory read rate, measured in the same
+  call (``workloads.bench.hardware``), with the share of each the step reaches
+  (``--smol``; it loads SmolLM2).
+
+Rows are appended to ``--out`` (``label`` says before or after a change), so
+one CSV holds both sides of a comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from engine.models.pair import ModelPair, load_model_pair
+from engine.runner import ModelRunner
+
+CONTEXT = 128  # cached tokens per row, as the cost profile uses
+ROWS = (1, 8, 32)
+TOKENS = (1, 5)
+REPEATS = 15
+FIELDS = ("label", "preset", "rows", "tokens", "metric", "value")
+
+
+class OperatorCounter(TorchDispatchMode):
+    """Counts every aten operator dispatched inside the ``with`` block, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def _prepared(runner: ModelRunner, rows: int, tokens: int, seed: int = 0):
+    """Stores holding ``CONTEXT`` tokens each, and the ids of the next forward of ``tokens`` per row."""
+    gen = torch.Generator().manual_seed(seed)
+    stores = [runner.new_store(CONTEXT + tokens) for _ in range(rows)]
+    context = torch.randint(0, runner.vocab_size, (rows * CONTEXT,), generator=gen).to(runner.device)
+    runner.forward(stores, context, [CONTEXT] * rows, torch.tensor([CONTEXT - 1], device=runner.device))
+    ids = torch.randint(0, runner.vocab_size, (rows * tokens,), generator=gen).to(runner.device)
+    keep = torch.arange(rows * tokens, device=runner.device)
+    return stores, ids, keep
+
+
+def _forward(runner: ModelRunner, stores, ids, tokens: int, keep) -> None:
+    runner.forward(stores, ids, [tokens] * len(stores), keep)
+    if runner.device.type == "cuda":
+        torch.cuda.synchronize(runner.device)
+    for store in stores:
+        store.truncate(CONTEXT)
+
+
+def operators_per_layer(runner: ModelRunner, rows: int, tokens: int) -> float:
+    """Aten operators one forward of ``rows`` x ``tokens`` new tokens dispatches, per layer."""
+    stores, ids, keep = _prepared(runner, rows, tokens)
+    _forward(runner, stores, ids, tokens, keep)  # warm-up: first calls may dispatch extra
+    with OperatorCounter() as counter:
+        _forward(runner, stores, ids, tokens, keep)
+    return counter.total / runner.num_layers
+
+
+def forward_ms(runner: ModelRunner, rows: int, tokens: int, repeats: int = REPEATS) -> float:
+    """Median wall milliseconds of one forward of ``rows`` x ``tokens`` new tokens."""
+    stores, ids, keep = _prepared(runner, rows, tokens)
+    _forward(runner, stores, ids, tokens, keep)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        _forward(runner, stores, ids, tokens, keep)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def tiny_rows(label: str) -> list[dict]:
+    pair = load_model_pair("tiny", device="cpu")
+    out = []
+    for rows in ROWS:
+        for tokens in TOKENS:
+            ops = operators_per_layer(pair.verifier, rows, tokens)
+            ms = forward_ms(pair.verifier, rows, tokens)
+            common = {"label": label, "preset": "tiny", "rows": rows, "tokens": tokens}
+            out.append({**common, "metric": "operators_per_layer", "value": round(ops, 1)})
+            out.append({**common, "metric": "forward_ms", "value": round(ms, 3)})
+    return out
+
+
+def smol_rows(label: str, rounds: int) -> list[dict]:
+    """The smol verifier step at C = 1 and 32 beside the machine's matmul and read rates, per round."""
+    from workloads.bench.hardware import kv_bytes, matmul_flops, read_bandwidth
+
+    pair: ModelPair = load_model_pair("smol", device="cpu")
+    verifier = pair.verifier
+    params = sum(p.numel() for p in verifier.model.parameters())
+    weights = sum(p.numel() * p.element_size() for p in verifier.model.parameters())
+    element = torch.empty((), dtype=verifier.dtype).element_size()
+    out = []
+    for round_ in range(rounds):
+        peak, bandwidth = matmul_flops(), read_bandwidth()
+        common = {"label": label, "preset": "smol", "tokens": 1}
+        out.append({**common, "rows": 0, "metric": f"matmul_gflop_s_r{round_}", "value": round(peak / 1e9, 2)})
+        out.append({**common, "rows": 0, "metric": f"read_gb_s_r{round_}", "value": round(bandwidth / 1e9, 2)})
+        for rows in (1, 32):
+            ms = forward_ms(verifier, rows, 1, repeats=5)
+            flop_s = 2 * params * rows / (ms / 1000)
+            bytes_s = (weights + kv_bytes(verifier.model, rows, CONTEXT, element)) / (ms / 1000)
+            row = {**common, "rows": rows}
+            out.append({**row, "metric": f"step_ms_r{round_}", "value": round(ms, 2)})
+            out.append({**row, "metric": f"matmul_share_r{round_}", "value": round(flop_s / peak, 3)})
+            out.append({**row, "metric": f"read_share_r{round_}", "value": round(bytes_s / bandwidth, 3)})
+    return out
+
+
+def append_csv(path: Path, rows: list[dict]) -> None:
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m workloads.bench.forward_cost", description=__doc__.split("\n\n")[0])
+    p.add_argument("--label", required=True, help="what this measures, e.g. before or after (a CSV column)")
+    p.add_argument("--out", required=True, type=Path, help="CSV to append the rows to")
+    p.add_argument("--tiny", action="store_true", help="operators per layer and forward time, tiny preset")
+    p.add_argument("--smol", action="store_true", help="the smol verifier step against matmul and read rates")
+    p.add_argument("--rounds", type=int, default=3, help="--smol rounds (default %(default)s)")
+    args = p.parse_args(argv)
+    if not (args.tiny or args.smol):
+        p.error("choose --tiny, --smol or both")
+    rows = (tiny_rows(args.label) if args.tiny else []) + (smol_rows(args.label, args.rounds) if args.smol else [])
+    append_csv(args.out, rows)
+    for row in rows:
+        print(f"{row['label']:8} {row['preset']:5} rows={row['rows']:<3} tokens={row['tokens']} "
+              f"{row['metric']:22} {row['value']}")
+
+
+if __name__ == "__main__":
+    main()
