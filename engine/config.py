@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 ENGINES = ("ar", "baseline", "pd", "pdv")
 CONTROLLERS = ("fixed", "feedback", "goodput", "cost")
-DRAFTERS = ("model", "ngram", "model+ngram")  # engine.drafters: where a speculative engine's proposals come from
+# engine.drafters: where a speculative engine's proposals come from
+DRAFTERS = ("model", "ngram", "model+ngram", "suffix", "suffix+model")
 DTYPES = ("float32", "bfloat16", "float16")  # --dtype: one dtype for both models
 
 
@@ -128,6 +130,24 @@ class EngineConfig:
     prompt_lookup_max: int = field(
         default=4, metadata=flag("--prompt-lookup-max", int, "ngram drafters: longest suffix looked up")
     )
+    # suffix drafters: the global tree's memory bound; 65,536 tokens (about 680 outputs of 96 tokens) keep it
+    # near 40 MB of Python objects, and the oldest outputs go first
+    suffix_tree_tokens: int = field(
+        default=65_536, metadata=flag("--suffix-tree-tokens", int, "suffix drafters: tokens the global tree keeps")
+    )
+    # a token is proposed while its estimated probability is at least this (vLLM's suffix_decoding_min_token_prob)
+    suffix_min_prob: float = field(
+        default=0.1,
+        metadata=flag("--suffix-min-prob", float, "suffix drafters: least estimated probability of a proposed token"),
+    )
+    suffix_warmup: str | None = field(
+        default=None,  # None: the tree starts empty and learns from this engine's completed requests only
+        metadata=flag(
+            "--suffix-warmup",
+            str,
+            'suffix drafters: JSON file {"sequences": [[token, ...], ...]} the global tree learns first',
+        ),
+    )
     # running requests; beyond this CPU step time grows faster than throughput
     max_batch_size: int = field(default=32, metadata=flag("--max-batch-size", int, "running requests at most"))
     # KV budget in tokens per model; requests wait rather than exceed it
@@ -175,9 +195,15 @@ class EngineConfig:
         if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
             lookup = f"{self.prompt_lookup_min}..{self.prompt_lookup_max}"
             raise ValueError(f"need 1 <= prompt lookup min <= prompt lookup max, got {lookup}")
-        for name in ("max_batch_size", "max_cache_tokens", "prefill_chunk_tokens", "micro_batches"):
+        if not 0 <= self.suffix_min_prob < 1:
+            raise ValueError(f"suffix min prob must be in [0, 1), got {self.suffix_min_prob}")
+        if self.suffix_warmup is not None and not Path(self.suffix_warmup).is_file():
+            raise ValueError(f"suffix warm-up file {self.suffix_warmup} does not exist")
+        for name in ("suffix_tree_tokens", "max_batch_size", "max_cache_tokens", "prefill_chunk_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.micro_batches < 1:
+            raise ValueError(f"micro_batches must be >= 1, got {self.micro_batches}")
         for name in ("hybrid_threshold", "verify_promote_margin"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.config import SamplingParams
+from engine.draft_source import DraftSource
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class StepRecord:
 
     draft_len: int  # tokens drafted for this request in this step (0 = no speculation)
     accepted: int  # how many of them the verifier accepted, 0..draft_len
+    source: DraftSource | None = None  # where the proposal came from; None when nothing was drafted
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from itertools import accumulate
 
 import torch
 
+from engine.draft_source import DraftSource
 from engine.request import FinishReason, StepRecord, TokenKind
 from engine.runner import ModelRunner, Stage
 from engine.sampling import SamplingRows, probabilities, sample, uniforms
@@ -112,7 +113,7 @@ class DraftBlock:
     ready_event: object | None = None  # CUDA event marking the block's tensors as written
     draft_s: float = 0.0  # wall time of the draft forwards
     emitted_before: int = 0  # tokens the rows had emitted before this block
-    sources: list[str | None] = field(default_factory=list)  # [B] where each row's proposal came from
+    sources: list[DraftSource | None] = field(default_factory=list)  # [B] where each row's proposal came from
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The device tensors the draft lane made for the block (the verify lane reads them)."""
@@ -246,7 +247,8 @@ def accept_block(block: DraftBlock, target: torch.Tensor, record_steps: bool = T
                 seq.draft_pending += kept + [nxt]
         seq.pending = nxt
         if record_steps:
-            seq.request.steps.append(StepRecord(drafted, n))
+            source = block.sources[b] if block.sources else None
+            seq.request.steps.append(StepRecord(drafted, n, source if drafted else None))
         emitted, reason = _finish_reason(seq, kept + [nxt])
         kinds = [TokenKind.ACCEPTED] * n + [last_kind]
         seq.request.emit(emitted, kinds[: len(emitted)], reason)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from engine.config import ControllerConfig
+from engine.draft_source import DraftSource
 from engine.stages import DraftBlock
 
 EMA_WEIGHT = 0.2  # ~5 steps of memory: reacts within a second at typical step rates
@@ -54,12 +55,12 @@ class StepObservation:
 
 
 class RowOption(NamedTuple):
-    source: str | None  # where the row's proposal would come from (engine.drafters); None: it can get none
+    source: DraftSource | None  # where the row's proposal would come from; None: it can get none
     cap: int  # the most tokens it may be given: max_new_tokens left, a lookup's length
 
 
 class RowOutcome(NamedTuple):
-    source: str | None
+    source: DraftSource | None
     drafted: int
     accepted: int
 

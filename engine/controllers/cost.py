@@ -1,7 +1,9 @@
 """``cost``: each step's draft lengths chosen from measured step costs and measured acceptance.
 
-Rows are grouped by *source*: the draft model, or a prompt lookup that matched
-n tokens (``lookup<n>``; a longer match is usually a better guess). For each
+Rows are grouped by *source* (``engine.draft_source.DraftSource``): the draft
+model, or a prompt lookup or suffix match of n tokens (a longer match is
+usually a better guess), the request's own context and the global suffix
+tree apart, since they are right at different rates. For each
 source the controller keeps, per draft position k, how often position k was
 accepted once positions 1..k-1 were (alpha_k, from counts that decay so that
 it follows the text, with a prior of one acceptance in two trials), and so the
@@ -28,9 +30,9 @@ from __future__ import annotations
 
 from engine.config import ControllerConfig
 from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, StepObservation
+from engine.draft_source import MODEL, DraftSource
 from engine.controllers.profile import CostProfile
 
-MODEL = "model"  # engine.drafters' name for rows the draft model drafts
 DECAY = 0.98  # per observed step of a source: about the last 50 steps count
 PRIOR_ACCEPT, PRIOR_TRIALS = 1.0, 2.0  # alpha starts at 0.5 and moves with the first few observations
 PROBE_EVERY = 16
@@ -66,9 +68,9 @@ class CostController(DraftLengthController):
     def __init__(self, config: ControllerConfig, profile: CostProfile) -> None:
         super().__init__(config)
         self.profile = profile
-        self._counts: dict[str, PositionCounts] = {}
-        self._chosen: dict[str, int] = {}  # last choice per source: where the next search starts
-        self._idle: dict[str, int] = {}  # steps since the source last drafted
+        self._counts: dict[DraftSource, PositionCounts] = {}
+        self._chosen: dict[DraftSource, int] = {}  # last choice per source: where the next search starts
+        self._idle: dict[DraftSource, int] = {}  # steps since the source last drafted
         self.overhead_s = 0.0  # recent steps' time beyond the profile's forwards
 
     def forward_s(self, batch: int, extra_tokens: float, model_rows: int, model_len: int) -> float:
@@ -80,7 +82,7 @@ class CostController(DraftLengthController):
         predicted = self.forward_s(obs.batch_size, obs.drafted, model_rows, obs.positions if model_rows else 0)
         spent = max(0.0, obs.draft_s + obs.verify_s - predicted)
         self.overhead_s += OVERHEAD_WEIGHT * (spent - self.overhead_s)
-        by_source: dict[str, list[tuple[int, int]]] = {}
+        by_source: dict[DraftSource, list[tuple[int, int]]] = {}
         for row in obs.rows:
             if row.source is not None and row.drafted > 0:
                 by_source.setdefault(row.source, []).append((row.drafted, row.accepted))
@@ -117,7 +119,9 @@ class CostController(DraftLengthController):
             self._report(choice, best)
             return [min(choice[o.source], o.cap) if o.source is not None else 0 for o in options]
 
-    def rate(self, options: list[RowOption], choice: dict[str, int], expected: dict[str, list[float]]) -> float:
+    def rate(
+        self, options: list[RowOption], choice: dict[DraftSource, int], expected: dict[DraftSource, list[float]]
+    ) -> float:
         """Expected tokens per second of one step with ``choice`` (L per source)."""
         tokens = extra = 0.0
         model_rows = model_len = 0
@@ -131,7 +135,7 @@ class CostController(DraftLengthController):
         cost = self.forward_s(len(options), extra, model_rows, model_len) + self.overhead_s
         return tokens / cost if cost > 0 else 0.0
 
-    def _report(self, choice: dict[str, int], rate: float) -> None:
+    def _report(self, choice: dict[DraftSource, int], rate: float) -> None:
         """Publish the model's L (else the longest chosen) as the controller's length, logging changes."""
         new = choice.get(MODEL, max(choice.values()))
         if new != self._length:

@@ -146,6 +146,7 @@ class Engine(ABC):
             draft_len=self.controller.length if self.speculative else None,
             counters=counters,
             unfinished=live,
+            suffix_tree=self.drafter.tree_size(),
         )
 
     def generate(self, requests: list[Request], timeout: float | None = None) -> list[Request]:
@@ -279,6 +280,8 @@ class Engine(ABC):
                 running.append(seq)
             elif not seq.released:
                 self._sequences.pop(id(seq), None)
+                if seq.request.status is RequestStatus.OK:  # only a completed output teaches suffix drafting
+                    self.drafter.learn(seq.request.output_token_ids)
                 seq.release()
                 self.budget.release(seq.reserved_tokens)
                 with self._lock:

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from engine.suffix_tree import TreeSize
+
 LaneName = Literal["loop", "prefill", "decode", "verify"]
 
 
@@ -75,6 +77,7 @@ class EngineStats:
     draft_len: int | None  # None for the AR engine
     counters: Counters  # a copy: cumulative tokens, drafts and request outcomes
     unfinished: int  # submitted and not ended (waiting or running)
+    suffix_tree: TreeSize | None = None  # what the suffix drafters' global tree holds; None without one
 
     @property
     def tokens_emitted(self) -> int:

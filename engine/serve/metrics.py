@@ -188,6 +188,11 @@ class EngineCollector(Collector):
         yield GaugeMetricFamily("pdverify:requests_unfinished", "Requests waiting or running.", value=stats.unfinished)
         if stats.draft_len is not None:
             yield GaugeMetricFamily("pdverify:draft_length", "Current draft length.", value=stats.draft_len)
+        if stats.suffix_tree is not None:  # the one global tree the server's engine keeps across requests
+            tree = GaugeMetricFamily("pdverify:suffix_tree_size", "What the global suffix tree holds.", labels=["unit"])
+            for unit, value in stats.suffix_tree._asdict().items():
+                tree.add_metric([unit], value)
+            yield tree
 
     def _kv_usage(self) -> float:
         budget = self.engine.budget

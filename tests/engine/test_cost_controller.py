@@ -1,4 +1,4 @@
-"""The cost controller's choices against hand-made cost profiles, and the profile's measurement and cache."""
+"""The cost controller's choices against hand-made cost profiles; the profiling step, its progress and its cache."""
 
 from __future__ import annotations
 
@@ -7,7 +7,15 @@ import pytest
 from engine.config import ControllerConfig
 from engine.controllers.base import LoadSignals, RowOption, RowOutcome, StepObservation
 from engine.controllers.cost import PROBE_EVERY, CostController
-from engine.controllers.profile import CostProfile, load_or_measure, profile_path
+from engine.profiling import CostProfile, ProfileMissing, ProfileShape, prepare_profile
+from engine.profiling.measure import MEASURING
+from engine.profiling.store import profile_path
+from engine.draft_source import MODEL, DraftSource, SourceKind
+
+
+def lookup(match: int) -> DraftSource:
+    return DraftSource(SourceKind.LOOKUP, match)
+
 
 CALM = LoadSignals(verify_queue=0, decode_p95_ms=0.0, batch_size=1)
 CONFIG = ControllerConfig(kind="cost", draft_len=4, min_len=1, max_len=8)
@@ -20,7 +28,7 @@ def profile(per_extra_token_ms: float, draft_ms: float = 0.0) -> CostProfile:
     return CostProfile((1, 64), tokens, (row, row), (draft_ms, draft_ms), {"cpu": "hand-made"})
 
 
-def teach(ctrl: CostController, source: str, alpha: float, steps: int = 200, length: int = 8) -> None:
+def teach(ctrl: CostController, source: DraftSource, alpha: float, steps: int = 200, length: int = 8) -> None:
     """Observe rows of ``source`` whose proposals are each accepted with probability ``alpha`` (in expectation)."""
     for i in range(steps):
         # deterministic mix: accept the first k with k spread so that each position passes with ~alpha
@@ -42,36 +50,36 @@ def teach(ctrl: CostController, source: str, alpha: float, steps: int = 200, len
 
 def test_expensive_verification_and_low_acceptance_choose_no_speculation():
     ctrl = CostController(CONFIG, profile(per_extra_token_ms=5.0, draft_ms=2.0))
-    teach(ctrl, "model", alpha=0.1)
-    assert ctrl.lengths(CALM, [RowOption("model", 8)]) == [0]
+    teach(ctrl, MODEL, alpha=0.1)
+    assert ctrl.lengths(CALM, [RowOption(MODEL, 8)]) == [0]
 
 
 def test_cheap_verification_and_high_acceptance_choose_the_longest_draft():
     ctrl = CostController(CONFIG, profile(per_extra_token_ms=0.1))
-    teach(ctrl, "lookup3", alpha=0.95)
-    assert ctrl.lengths(CALM, [RowOption("lookup3", 8)]) == [8]
+    teach(ctrl, lookup(3), alpha=0.95)
+    assert ctrl.lengths(CALM, [RowOption(lookup(3), 8)]) == [8]
 
 
 def test_each_source_gets_its_own_length():
     # lookups are right and free; the draft model is wrong and costs a forward per position
     ctrl = CostController(CONFIG, profile(per_extra_token_ms=1.0, draft_ms=4.0))
-    teach(ctrl, "lookup2", alpha=0.9)
-    teach(ctrl, "model", alpha=0.05)
-    options = [RowOption("lookup2", 6), RowOption("model", 8), RowOption(None, 8)]
+    teach(ctrl, lookup(2), alpha=0.9)
+    teach(ctrl, MODEL, alpha=0.05)
+    options = [RowOption(lookup(2), 6), RowOption(MODEL, 8), RowOption(None, 8)]
     lookup_len, model_len, nothing = ctrl.lengths(LoadSignals(0, 0.0, 3), options)
     assert lookup_len >= 3 and model_len == 0 and nothing == 0
 
 
 def test_a_row_never_gets_more_than_its_cap():
     ctrl = CostController(CONFIG, profile(per_extra_token_ms=0.1))
-    teach(ctrl, "lookup1", alpha=0.95)
-    assert ctrl.lengths(CALM, [RowOption("lookup1", 2)]) == [2]
+    teach(ctrl, lookup(1), alpha=0.95)
+    assert ctrl.lengths(CALM, [RowOption(lookup(1), 2)]) == [2]
 
 
 def test_a_source_left_at_zero_is_probed_again():
     ctrl = CostController(CONFIG, profile(per_extra_token_ms=5.0, draft_ms=2.0))
-    teach(ctrl, "model", alpha=0.05)
-    choices = [ctrl.lengths(CALM, [RowOption("model", 8)])[0] for _ in range(PROBE_EVERY)]
+    teach(ctrl, MODEL, alpha=0.05)
+    choices = [ctrl.lengths(CALM, [RowOption(MODEL, 8)])[0] for _ in range(PROBE_EVERY)]
     assert choices[:-1] == [0] * (PROBE_EVERY - 1) and choices[-1] == 1
 
 
@@ -85,38 +93,75 @@ def test_the_profile_interpolates_between_measured_points_and_clamps_beyond():
     assert CostProfile((1,), (1,), ((5.0,),), (), {}).draft_s(1) == 0.0
 
 
-def test_the_profile_is_measured_once_per_machine_and_pair(tiny_pair, tmp_path, monkeypatch):
-    monkeypatch.setenv("PDV_CACHE_DIR", str(tmp_path))
-    first = load_or_measure(tiny_pair, max_batch=4, max_tokens=3, with_draft=True)
+def _small_config(**engine):
+    from engine.config import EngineConfig
+
+    controller = ControllerConfig(kind="cost", draft_len=2, min_len=1, max_len=2)
+    return EngineConfig(drafter="model", max_batch_size=4, controller=controller, **engine)
+
+
+def test_the_profile_is_measured_once_per_machine_and_pair(tiny_pair, profiles_dir, monkeypatch):
+    first = prepare_profile(tiny_pair, _small_config())
     assert first.batch_sizes == (1, 2, 4) and first.tokens == (1, 2, 3)
     assert all(v > 0 for row in first.verify_ms for v in row) and len(first.draft_ms) == 3
-    assert profile_path(tiny_pair, 4, 3, True).is_file()
+    path = profile_path(tiny_pair, ProfileShape(4, 3, True))
+    assert path.is_file() and path.parent == profiles_dir
 
     def refuse(*args, **kwargs):
         raise AssertionError("a cached profile was measured again")
 
-    monkeypatch.setattr("engine.controllers.profile.measure", refuse)
-    assert load_or_measure(tiny_pair, max_batch=4, max_tokens=3, with_draft=True) == first
+    monkeypatch.setattr("engine.profiling.prepare.measure", refuse)
+    assert prepare_profile(tiny_pair, _small_config()) == first
     assert "verify t=3" in first.table()
 
 
-def test_the_profile_command_prints_the_table_and_where_it_is_cached(tmp_path, monkeypatch, capsys):
+def test_measuring_reports_progress_up_to_the_whole_grid(tiny_pair, tmp_path, monkeypatch):
+    monkeypatch.setenv("PDV_PROFILE_DIR", str(tmp_path))
+    reports: list[tuple[str, float]] = []
+    prepare_profile(tiny_pair, _small_config(), lambda message, fraction: reports.append((message, fraction)))
+    fractions = [f for _, f in reports]
+    assert all(m.startswith(MEASURING) for m, _ in reports)
+    assert fractions[0] == 0.0 and fractions[-1] == pytest.approx(1.0) and fractions == sorted(fractions)
+    assert "s left)" in reports[-1][0]
+    reports.clear()
+    prepare_profile(tiny_pair, _small_config(), lambda message, fraction: reports.append((message, fraction)))
+    assert reports == []  # read from the cache: nothing to watch
+
+
+def test_an_engine_never_measures_and_names_the_step_when_the_profile_is_missing(tiny_pair, tmp_path, monkeypatch):
+    from engine.schedulers.registry import make_engine
+
+    monkeypatch.setenv("PDV_PROFILE_DIR", str(tmp_path))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("an engine measured its profile")
+
+    monkeypatch.setattr("engine.profiling.prepare.measure", refuse)
+    with pytest.raises(ProfileMissing, match="python -m engine profile --preset tiny"):
+        make_engine("pdv", tiny_pair, _small_config())
+    make_engine("ar", tiny_pair, _small_config())  # AR never drafts: it needs no profile
+    monkeypatch.undo()
+    monkeypatch.setenv("PDV_PROFILE_DIR", str(tmp_path))
+    profile = prepare_profile(tiny_pair, _small_config())
+    assert make_engine("pdv", tiny_pair, _small_config()).controller.profile == profile
+
+
+def test_the_profile_command_prints_the_table_and_where_it_is_cached(profiles_dir, capsys):
     from engine.__main__ import main
 
-    monkeypatch.setenv("PDV_CACHE_DIR", str(tmp_path))
     argv = ["profile", "--preset", "tiny", "--max-batch-size", "2", "--max-draft-len", "2", "--draft-len", "2"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "verify t=3" in printed and str(tmp_path / "profiles") in printed
+    assert "verify t=3" in printed and str(profiles_dir) in printed
 
 
 def test_a_step_overhead_beyond_the_forwards_favours_longer_drafts():
     # each proposed token adds 5 ms to a 10 ms verify: at alpha 0.4 that does not pay on the forwards alone,
     # but once every step also spends 40 ms outside the forwards, 1.4 tokens per step do
     ctrl = CostController(CONFIG, profile(per_extra_token_ms=5.0))
-    teach(ctrl, "lookup2", alpha=0.4)
-    assert ctrl.lengths(CALM, [RowOption("lookup2", 4)]) == [0]
+    teach(ctrl, lookup(2), alpha=0.4)
+    assert ctrl.lengths(CALM, [RowOption(lookup(2), 4)]) == [0]
     for _ in range(100):  # steps that each took 40 ms more than their forwards
         ctrl.observe(StepObservation(batch_size=1, draft_len=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.05))
     assert ctrl.overhead_s == pytest.approx(0.04, rel=0.01)
-    assert ctrl.lengths(CALM, [RowOption("lookup2", 4)])[0] > 0
+    assert ctrl.lengths(CALM, [RowOption(lookup(2), 4)])[0] > 0

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.draft_source import SourceKind
 from engine.ngram import prompt_lookup
 from engine.request import Request
 from engine.schedulers.registry import make_engine
@@ -45,7 +48,7 @@ REPEATING = ["abcabcabcabc", "the cat and the cat and the", "1,2,3,1,2,3,1,2", "
 
 
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
-@pytest.mark.parametrize("drafter", ["ngram", "model+ngram"])
+@pytest.mark.parametrize("drafter", ["ngram", "model+ngram", "suffix", "suffix+model"])
 def test_greedy_output_matches_verifier_alone_with_every_drafter(tiny_pair, engine, drafter):
     config = EngineConfig(engine=engine, drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=3)
     params = SamplingParams(max_new_tokens=24, stop_token_ids=())
@@ -85,10 +88,12 @@ def sampled_second_tokens(pair, engine: str, drafter: str, prompt: list[int], tr
 
 
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
-def test_sampled_second_token_follows_verifier_distribution_with_lookup_proposals(tiny_pair, engine):
-    # every token occurs once in the prompt, so whatever the first token is, the lookup proposes what followed it
+@pytest.mark.parametrize("drafter", ["ngram", "suffix"])
+def test_sampled_second_token_follows_verifier_distribution_with_lookup_proposals(tiny_pair, engine, drafter):
+    # every token occurs once in the prompt, so whatever the first token is, the lookup (or the suffix drafter's
+    # match within the request) proposes what followed it
     prompt = np.random.default_rng(0).permutation(tiny_pair.verifier.vocab_size).tolist()
-    requests = sampled_second_tokens(tiny_pair, engine, "ngram", prompt)
+    requests = sampled_second_tokens(tiny_pair, engine, drafter, prompt)
     assert all(r.steps[0].draft_len > 0 for r in requests)
     second = np.bincount([r.output_token_ids[1] for r in requests], minlength=tiny_pair.verifier.vocab_size)
     exact = second_token_marginal(tiny_pair.verifier.model, prompt)
@@ -98,6 +103,27 @@ def test_sampled_second_token_follows_verifier_distribution_with_lookup_proposal
     kept_always = np.bincount(
         [after.get(r.output_token_ids[0], r.output_token_ids[1]) for r in requests], minlength=len(second)
     )
+    assert merged_chisquare(second, kept_always / kept_always.sum()) < 1e-3
+
+
+def test_proposals_from_the_global_suffix_tree_keep_the_distribution(tiny_pair, tmp_path):
+    # the warm-up holds every token once, so the tree proposes what followed the first token there
+    vocab = tiny_pair.verifier.vocab_size
+    warmup = tmp_path / "warmup.json"
+    permutation = np.random.default_rng(2).permutation(vocab).tolist()
+    warmup.write_text(json.dumps({"sequences": [permutation]}))
+    prompt = tiny_pair.encode_prompt("q")
+    controller = ControllerConfig(kind="fixed", draft_len=3)
+    config = EngineConfig(engine="baseline", drafter="suffix", suffix_warmup=str(warmup), controller=controller)
+    requests = seeded_samples(tiny_pair, config, prompt, 800)
+    from_tree = sum(r.steps[0].source is not None and r.steps[0].source.kind is SourceKind.GLOBAL for r in requests)
+    assert from_tree > len(requests) / 2
+    second = np.bincount([r.output_token_ids[1] for r in requests], minlength=vocab)
+    assert merged_chisquare(second, second_token_marginal(tiny_pair.verifier.model, prompt)) > 1e-3
+    # power check: a rule that always kept the proposal would emit what followed t1 in the warm-up
+    after = {t: permutation[i + 1] for i, t in enumerate(permutation[:-1])}
+    always = [after.get(r.output_token_ids[0], r.output_token_ids[1]) for r in requests]
+    kept_always = np.bincount(always, minlength=vocab)
     assert merged_chisquare(second, kept_always / kept_always.sum()) < 1e-3
 
 

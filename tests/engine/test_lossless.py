@@ -7,11 +7,13 @@ import torch
 from transformers import LlamaForCausalLM
 
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.draft_source import SourceKind
 from engine.request import Request
 from engine.runner import ModelRunner
 from engine.schedulers.registry import make_engine
 from tests.support.greedy import hf_greedy
 from tests.support.runners import counting
+from tests.support.serve import wait_until
 from tests.support.pdv_modes import count_modes
 
 from tests.support.serve import wait_until
@@ -187,3 +189,25 @@ def test_ar_engine_forwards_each_token_once(tiny_pair):
     # prompt once, then one forward per emitted token except the first (from prefill) and the last
     expected = sum(len(r.prompt_token_ids) + r.num_output_tokens - 1 for r in requests)
     assert pair.verifier.tokens_forwarded - before == expected
+
+
+@pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
+def test_suffix_drafting_learns_completed_outputs_and_stays_lossless(tiny_pair, references, engine):
+    """A second pass over the same prompts drafts from the first pass's outputs, which the global tree learned."""
+    config = EngineConfig(drafter="suffix", engine=engine, controller=ControllerConfig(kind="fixed"))
+    eng = make_engine(engine, tiny_pair, config)
+    first, second = make_requests(tiny_pair), make_requests(tiny_pair)
+    try:
+        eng.generate(first, timeout=120)
+        # a lane teaches the tree as it retires a request, just after the request's last token reached its caller
+        assert wait_until(lambda: eng.stats().suffix_tree.sequences == len(first))
+        learned = eng.stats().suffix_tree
+        eng.generate(second, timeout=120)
+    finally:
+        eng.stop()
+    assert learned.sequences == len(first) and learned.tokens == sum(r.num_output_tokens for r in first)
+    for r in first + second:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == references[r.request_id], r.request_id
+    from_tree = [s for r in second for s in r.steps if s.source is not None and s.source.kind is SourceKind.GLOBAL]
+    assert from_tree and sum(s.accepted for s in from_tree) > sum(s.draft_len for s in from_tree) / 2

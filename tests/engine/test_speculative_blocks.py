@@ -25,10 +25,11 @@ import torch
 
 from engine import stages
 from engine.config import SamplingParams
+from engine.draft_source import DraftSource, SourceKind
 from engine.drafters import Drafter
-from engine.ngram import NO_LOOKUP, Lookup
 from engine.sampling import SamplingRows
 from engine.speculative import Verdict, verify
+from engine.suffix import NO_PROPOSAL, Proposal, SuffixDrafting
 
 VOCAB = 3
 GRID = 12  # multiple of every denominator of p/q when p and q are multiples of 1/4
@@ -76,7 +77,7 @@ class TableModel:
     def __init__(self, table) -> None:
         self.table = table
 
-    def forward(self, stores, ids, counts, keep) -> torch.Tensor:
+    def forward(self, stores, ids, counts, keep, stage=None) -> torch.Tensor:
         flat, rows, start = ids.tolist(), [], 0
         for store, n in zip(stores, counts, strict=True):
             for token in flat[start : start + n]:
@@ -120,19 +121,28 @@ def block_seqs(n: int, with_draft: bool) -> list[SimpleNamespace]:
     ]
 
 
+DRAFTERS = ["model", "ngram", "model+ngram", "suffix", "suffix+model"]
+
+
 def propose(drafter: str, length: int, confidence: float | None, monkeypatch, lookup: tuple[int, ...]):
-    """Draft one block per enumerated path (and one lookup row): the block, each row's weight and group."""
-    model = TableModel(q_table) if drafter != "ngram" else None
+    """Draft one block per enumerated path (and one lookup row): the block, each row's weight and group.
+
+    The model-free row (prompt lookup or suffix drafting) proposes ``lookup``, a point mass.
+    """
+    model = TableModel(q_table) if drafter not in ("ngram", "suffix") else None
     paths = draft_paths(length) if model is not None else []
-    found = [NO_LOOKUP] * len(paths)
+    found = [NO_PROPOSAL] * len(paths)
+    suffix = drafter.startswith("suffix")
     if drafter != "model":
         paths.append(lookup)  # the lookup row's "path" is never sampled: its proposal is fixed
-        found.append(Lookup(list(lookup), 2))
+        found.append(Proposal(list(lookup), DraftSource(SourceKind.GLOBAL if suffix else SourceKind.LOOKUP, 2)))
     monkeypatch.setattr(stages, "sample", enumerated_sample(paths))
     seqs = block_seqs(len(paths), with_draft=model is not None)
     params = [SamplingParams(temperature=1.0, stop_token_ids=())] * len(paths)
     rows = SamplingRows.build(params, list(range(len(paths))), torch.device("cpu"))
-    block = Drafter(drafter, VOCAB, model=model, lookup=(2, 2) if drafter != "model" else None).propose(
+    lookup_ns = (2, 2) if drafter in ("ngram", "model+ngram") else None
+    drafting = SuffixDrafting(max_tokens=64, min_prob=0.1) if suffix else None
+    block = Drafter(drafter, VOCAB, model=model, lookup=lookup_ns, suffix=drafting).propose(
         seqs, [length] * len(paths), found, rows, confidence
     )
     weights = [1.0 if f.tokens else path_probability(path) for f, path in zip(found, paths, strict=True)]
@@ -191,11 +201,11 @@ LOOKUP = (0, 2, 1)  # the lookup row's fixed proposal: the verifier gives each o
 
 
 @pytest.mark.parametrize("length", [2, 3])
-@pytest.mark.parametrize("drafter", ["model", "ngram", "model+ngram"])
+@pytest.mark.parametrize("drafter", DRAFTERS)
 @pytest.mark.parametrize("confidence", [None, GATE])
 def test_block_output_is_exactly_the_verifier_distribution(drafter, length, confidence, monkeypatch):
     block, weights, groups = propose(drafter, length, confidence, monkeypatch, LOOKUP[:length])
-    if confidence is not None and drafter != "ngram":
+    if confidence is not None and drafter not in ("ngram", "suffix"):
         stopped = [n < length for n, g in zip(block.lens, groups, strict=True) if g == "model"]
         assert any(stopped) and not all(stopped)  # the gate fired on some prefixes, not all
     for group, dist in emitted_distributions(block, weights, groups).items():
@@ -248,7 +258,7 @@ def gate_on_sampled_token(block):
 
 
 @pytest.mark.parametrize("rule", [residual_from_previous_position, resample_from_p])
-@pytest.mark.parametrize("drafter", ["model", "ngram", "model+ngram"])
+@pytest.mark.parametrize("drafter", DRAFTERS)
 def test_a_wrong_rule_is_caught(drafter, rule, monkeypatch):
     block, weights, groups = propose(drafter, 3, None, monkeypatch, LOOKUP)
     worst = max(distance(d, 4) for d in emitted_distributions(block, weights, groups, rule).values())
