@@ -7,10 +7,10 @@ import pytest
 from engine.config import ControllerConfig
 from engine.controllers.base import LoadSignals, RowOption, RowOutcome, StepObservation
 from engine.controllers.cost import PROBE_EVERY, CostController
+from engine.draft_source import MODEL, DraftSource, SourceKind
 from engine.profiling import CostProfile, ProfileMissing, ProfileShape, prepare_profile
 from engine.profiling.measure import MEASURING
 from engine.profiling.store import profile_path
-from engine.draft_source import MODEL, DraftSource, SourceKind
 
 
 def lookup(match: int) -> DraftSource:
