@@ -158,8 +158,9 @@ class EngineConfig:
     prefill_chunk_tokens: int = field(
         default=512, metadata=flag("--prefill-chunk-tokens", int, "prompt tokens per prefill forward")
     )
-    hybrid_threshold: int = field(
-        default=3,  # with one or two running requests there is nothing to pipeline against
+    # with one or two running requests there is nothing to pipeline against; None: never atomic
+    hybrid_threshold: int | None = field(
+        default=3,
         metadata=flag(
             "--hybrid-threshold", int, "pdv: below this many running requests draft+verify run atomically (0 = never)"
         ),
@@ -204,9 +205,10 @@ class EngineConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.micro_batches < 1:
             raise ValueError(f"micro_batches must be >= 1, got {self.micro_batches}")
-        for name in ("hybrid_threshold", "verify_promote_margin"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.hybrid_threshold is not None and self.hybrid_threshold < 1:
+            raise ValueError(f"hybrid_threshold must be >= 1 (or None for never), got {self.hybrid_threshold}")
+        if self.verify_promote_margin < 0:
+            raise ValueError(f"verify_promote_margin must be >= 0, got {self.verify_promote_margin}")
         for name in ("intra_op_threads", "concurrent_lanes"):
             value = getattr(self, name)
             if value is not None and value < 1:

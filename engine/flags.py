@@ -3,15 +3,16 @@
 The sampling, draft-length and engine flags are read from the metadata of the
 config dataclasses' fields (``engine.config.flag``): one definition, flags
 mapped to fields one to one, and every value checked by the dataclass's own
-``__post_init__``. A field whose default is ``None`` ("off" or "auto") takes
-0 on the command line to mean the same.
+``__post_init__``. A field that may be ``None`` ("off", "never" or "auto")
+takes 0 on the command line to mean ``None``: the configs themselves never
+read 0 as off.
 """
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import MISSING, Field, fields
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args, get_type_hints
 
 from engine.config import DTYPES, ControllerConfig, EngineConfig, SamplingParams
 from engine.models.presets import DEFAULT_PRESET, PRESETS
@@ -45,6 +46,7 @@ def _zero_is_off(kind: type):
 
 def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type) -> None:
     """One option per flagged field of the dataclass ``cls``, stored under the field's name."""
+    hints = get_type_hints(cls)
     for f in _flagged(cls):
         meta = dict(f.metadata)
         name, kind, text = meta.pop("flag"), meta.pop("type"), meta.pop("help")
@@ -54,7 +56,7 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
             name,
             dest=f.name,
             metavar=None if "choices" in meta else name.lstrip("-").upper().replace("-", "_"),
-            type=_zero_is_off(kind) if default is None else kind,
+            type=_zero_is_off(kind) if type(None) in get_args(hints[f.name]) else kind,
             default=default,
             help=f"{text} (default: {shown})",
             **meta,

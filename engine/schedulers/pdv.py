@@ -100,7 +100,8 @@ class PDVEngine(PDEngine):
             if self._groups_out >= self.config.micro_batches:
                 return [], False
             total = len(self._ready) + self._in_flight
-            hybrid = total < self.config.hybrid_threshold
+            threshold = self.config.hybrid_threshold
+            hybrid = threshold is not None and total < threshold
             size = len(self._ready) if hybrid else math.ceil(total / self.config.micro_batches)
             group = [self._ready.popleft() for _ in range(min(size, len(self._ready)))]
             if group:

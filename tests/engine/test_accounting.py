@@ -126,7 +126,7 @@ def test_the_controller_sees_every_rejection_the_requests_record(tiny_pair, engi
     assert sum(o.accepted for o in seen) == sum(s.accepted for s in steps)
 
 
-@pytest.mark.parametrize("hybrid_threshold", [0, 100], ids=["pipelined", "hybrid"])
+@pytest.mark.parametrize("hybrid_threshold", [None, 100], ids=["pipelined", "hybrid"])
 def test_pdv_never_holds_more_requests_than_the_batch_limit(tiny_pair, hybrid_threshold):
     config = EngineConfig(engine="pdv", max_batch_size=3, micro_batches=2, hybrid_threshold=hybrid_threshold)
     eng = make_engine("pdv", tiny_pair, config)
@@ -151,7 +151,7 @@ def test_pdv_never_holds_more_requests_than_the_batch_limit(tiny_pair, hybrid_th
     eng.stop()
     assert all(r.status == RequestStatus.OK for r in submitted)
     assert seen and max(seen) <= 3
-    if hybrid_threshold == 0:
+    if hybrid_threshold is None:
         assert modes.pipelined_blocks > 0
     else:
         assert modes.hybrid_steps > 0
@@ -291,7 +291,7 @@ def _pdv_signals(tiny_pair, config: EngineConfig, n: int, verify_sleep: float):
 
 def test_pdv_tells_the_controller_how_many_blocks_are_ahead_in_the_verify_lane(tiny_pair):
     config = EngineConfig(
-        engine="pdv", drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=3, hybrid_threshold=0
+        engine="pdv", drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=3, hybrid_threshold=None
     )
     seen = _pdv_signals(tiny_pair, config, 6, verify_sleep=0.05)
     ahead = [s.verify_queue for _, s in seen]

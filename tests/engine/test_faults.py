@@ -17,7 +17,7 @@ FIXED = ControllerConfig(kind="fixed")  # always drafts with the draft model, so
 
 
 def _config(engine: str, **kw) -> EngineConfig:
-    return EngineConfig(engine=engine, controller=FIXED, drafter="model", hybrid_threshold=0, **kw)
+    return EngineConfig(engine=engine, controller=FIXED, drafter="model", hybrid_threshold=None, **kw)
 
 
 def _requests(prefix: str, n: int) -> list[Request]:
