@@ -1,0 +1,207 @@
+"""``python -m workloads.bench.suffix``: does suffix drafting pay, after a warm-up of other requests?
+
+Drafters compared, each through the Baseline engine with the ``cost``
+controller, against AR (the verifier alone): ``ngram`` (prompt lookup),
+``model+ngram`` and ``suffix``, at closed-loop concurrencies ``--loads``, on
+three prompt sets:
+
+* ``sharegpt``: the held-out ShareGPT prompts (``workloads/datasets/data``);
+* ``mt-bench``: MT-Bench's first turns outside the coding category;
+* ``coding``: MT-Bench's coding category (its 10 first turns).
+
+No leakage: the suffix engines' global tree starts from a *warm-up set* – the
+outputs the AR engine generated greedily for ``--warmup`` prompts of the
+bundled ShareGPT package, none of them a measured prompt – written to
+``warmup.json`` under ``--out`` and handed to the engine as ``suffix_warmup``;
+during a run it learns only from the run's requests that completed before.
+Every run builds a fresh engine (a fresh tree), warms its first forwards with
+one warm-up prompt rather than a measured one, and records what its tree held
+at the end.
+
+Runs are interleaved round by round in a rotating order; each drafter's
+tokens/s is divided by AR's in the same round, set and load, and the table
+gives the median ratio and its min–max over rounds, and whether every output
+equalled AR's token for token. ``--sets`` and ``--rounds`` split a benchmark
+into calls short enough for a shared machine; each call appends to
+``runs.csv`` and rewrites ``summary.csv`` (what ``docs/results.md`` renders)
+from all rows so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.request import Request
+from workloads.bench.drafters import HELD_OUT, MT_BENCH
+from workloads.datasets.sharegpt import SampledRequest
+from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.engines import InProcessEngine
+from workloads.drivers.replay import replay
+from workloads.drivers.run_spec import RunHooks, RunSettings, RunSpec
+from workloads.drivers.trace import DatasetSpec, Trace, build_trace, load_trace
+
+SETUPS = ("ar", "ngram", "model+ngram", "suffix")
+SETS = ("sharegpt", "mt-bench", "coding")
+CODING = "coding"  # MT-Bench's category of programming questions
+
+
+def engine_config(setup: str, warmup: Path) -> EngineConfig:
+    if setup == "ar":
+        return EngineConfig(engine="ar")
+    config = EngineConfig(engine="baseline", drafter=setup, controller=ControllerConfig(kind="cost"))
+    return replace(config, suffix_warmup=str(warmup)) if setup == "suffix" else config
+
+
+def mt_bench(pair, coding: bool, max_new: int) -> Trace:
+    """MT-Bench's first turns: the coding category alone, or every other category."""
+    sampled = []
+    for line in MT_BENCH.read_text().splitlines():
+        q = json.loads(line)
+        if (q["category"] == CODING) == coding:
+            sampled.append(SampledRequest(f"mt{q['question_id']}", q["turns"][0], max_new))
+    return build_trace(sampled, pair.encode_prompt, max_new, "mt-bench " + ("coding" if coding else "non-coding"), 0)
+
+
+def prompt_set(pair, name: str, n: int, max_new: int) -> Trace:
+    if name == "sharegpt":
+        return load_trace(DatasetSpec(str(HELD_OUT)), pair, n, 0, max_new)
+    trace = mt_bench(pair, name == CODING, max_new)
+    return Trace(trace.items[:n], trace.source, 0)
+
+
+def warmup_file(pair, out: Path, n: int, max_new: int, measured: list[Trace]) -> Path:
+    """Generate (once) the warm-up outputs: AR, greedy, ``n`` bundled ShareGPT prompts none of which is measured."""
+    path = out / "warmup.json"
+    if path.exists():
+        return path
+    taken = {item.prompt for trace in measured for item in trace.items}
+    trace = load_trace(DatasetSpec(), pair, n + len(taken), 1, max_new)
+    items = tuple(item for item in trace.items if item.prompt not in taken)[:n]
+    settings = RunSettings(EngineConfig(engine="ar"), greedy(max_new))
+    result = replay(pair, Trace(items, trace.source, 1), RunSpec("ar", ClosedLoop(16), settings))
+    sequences = [list(r.output_token_ids) for r in result.requests if r.status == "ok"]
+    source = f"AR greedy outputs of {len(sequences)} bundled ShareGPT prompts (seed 1), {max_new} new tokens at most"
+    path.write_text(json.dumps({"source": source, "sequences": sequences}))
+    return path
+
+
+def greedy(max_new: int) -> SamplingParams:
+    return SamplingParams(max_new_tokens=max_new, seed=0)
+
+
+def run(pair, setup: str, warmup: Path, warm_prompt: list[int], trace: Trace, c: int, max_new: int) -> dict:
+    """One measured run on a fresh engine; its tokens/s, outputs and the tree it ended with."""
+    from engine.schedulers.registry import make_engine
+
+    engines = []
+
+    def factory(name, pair_, config):
+        engine = make_engine(name, pair_, config)
+        # the first forwards pay for lazy initialisation: a warm-up prompt pays it, not a measured one
+        engine.generate([Request("warm", list(warm_prompt), SamplingParams(max_new_tokens=8))], timeout=300)
+        engines.append(engine)
+        return InProcessEngine(engine)
+
+    config = engine_config(setup, warmup)
+    spec = RunSpec(config.engine, ClosedLoop(c), RunSettings(config, greedy(max_new), warmup=0))
+    result = replay(pair, trace, spec, RunHooks(engine_factory=factory))
+    tree = engines[0].stats().suffix_tree
+    return {
+        "output_tok_s": result.summary.output_tok_s,
+        "acceptance": result.summary.acceptance_rate,
+        "outputs": [list(r.output_token_ids) for r in result.requests],
+        "tree_tokens": tree.tokens if tree else None,
+        "tree_sequences": tree.sequences if tree else None,
+        "tree_nodes": tree.nodes if tree else None,
+    }
+
+
+def summarise(rows: list[dict]) -> list[dict]:
+    """Per (set, load, setup): median tokens/s and ratio to AR in the same round, with min–max."""
+    ar = {(r["set"], r["concurrency"], r["round"]): float(r["output_tok_s"]) for r in rows if r["setup"] == "ar"}
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["set"], int(r["concurrency"]), r["setup"]), []).append(r)
+    table = []
+    for (name, c, setup), rs in sorted(groups.items(), key=lambda kv: (SETS.index(kv[0][0]), kv[0][1], kv[0][2])):
+        ratios = [float(r["output_tok_s"]) / ar[k] for r in rs if (k := (r["set"], r["concurrency"], r["round"])) in ar]
+        trees = [int(r["tree_tokens"]) for r in rs if r["tree_tokens"] not in (None, "")]
+        table.append(
+            {
+                "set": name,
+                "C": c,
+                "drafter": setup,
+                "rounds": len(rs),
+                "tok/s (median)": round(statistics.median(float(r["output_tok_s"]) for r in rs), 1),
+                "x AR (median)": round(statistics.median(ratios), 3) if ratios else "",
+                "x AR (min-max)": f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "",
+                "same output as AR": all(r["identical"] in (True, "True") for r in rs),
+                "tree tokens at end": max(trees) if trees else "",
+            }
+        )
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workloads.bench.suffix", description=__doc__)
+    parser.add_argument("--preset", default="smol")
+    parser.add_argument("--sets", default=",".join(SETS), help="comma list of " + ", ".join(SETS))
+    parser.add_argument("--loads", default="1,4,16")
+    parser.add_argument("--rounds", default="1", help="comma list of round numbers this call runs (none: warm-up only)")
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per run at C = 1 (2 x C at higher loads)")
+    parser.add_argument("--warmup", type=int, default=256, help="warm-up requests the suffix tree starts from")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--out", default="runs/suffix-bench")
+    args = parser.parse_args(argv)
+    from engine.models.pair import load_model_pair
+    from engine.profiling import prepare_profiles
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pair = load_model_pair(args.preset)
+    loads = [int(c) for c in args.loads.split(",")]
+    sets = args.sets.split(",")
+    biggest = max(args.prompts, 2 * max(loads))
+    traces = {name: prompt_set(pair, name, biggest, args.max_new_tokens) for name in SETS}
+    warmup = warmup_file(pair, out, args.warmup, args.max_new_tokens, list(traces.values()))
+    warm_prompt = load_trace(DatasetSpec(), pair, 1, 2, 8).items[0].prompt_token_ids
+    prepare_profiles(pair, [engine_config(s, warmup) for s in SETUPS])
+    csv_path = out / "runs.csv"
+    rows = list(csv.DictReader(csv_path.open())) if csv_path.exists() else []
+    if args.rounds == "none":
+        return 0
+    for round_ in [int(r) for r in args.rounds.split(",")]:
+        for name in sets:
+            for c in loads:
+                trace = Trace(traces[name].items[: max(args.prompts, 2 * c)], traces[name].source, 0)
+                order = SETUPS[round_ % len(SETUPS) :] + SETUPS[: round_ % len(SETUPS)]
+                results = {s: run(pair, s, warmup, warm_prompt, trace, c, args.max_new_tokens) for s in order}
+                for setup in SETUPS:
+                    r = results[setup]
+                    row = {"round": round_, "set": name, "concurrency": c, "setup": setup, "prompts": len(trace.items)}
+                    row |= {k: v for k, v in r.items() if k != "outputs"}
+                    rows.append(row | {"identical": r["outputs"] == results["ar"]["outputs"]})
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    with csv_path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    table = summarise(rows)
+    with (out / "summary.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+    for row in table:
+        print(" | ".join(str(v) for v in row.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
