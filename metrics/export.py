@@ -18,11 +18,12 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metrics.host_noise import HostNoise
 from metrics.request_metrics import RequestMetrics
 from metrics.run_key import RunKey
 from metrics.schema import (
@@ -30,6 +31,8 @@ from metrics.schema import (
     OUTPUTS_JSONL,
     REQUEST_COLUMNS,
     REQUESTS_CSV,
+    ROUND_COLUMNS,
+    ROUNDS_CSV,
     RUN_JSON,
     SUMMARY_COLUMNS,
     SUMMARY_CSV,
@@ -65,11 +68,18 @@ class RequestOutput:
     prompt_token_ids: tuple[int, ...]
     output_token_ids: tuple[int, ...]
     text: str
+    round: int = 1  # the comparison's round that produced it (1-based)
 
 
 @dataclass(frozen=True)
 class RunRecord:
-    """Everything written for one run. ``meta`` is its run.json entry (JSON-serialisable)."""
+    """Everything written for one round of one run (JSON-serialisable ``meta`` and ``round_meta``).
+
+    ``meta`` is the run's run.json entry (plan, trace, models: alike in every round); ``round_meta``
+    is what only this round knows (start, duration, outcomes, stop reason), kept in the entry's
+    ``rounds`` list. ``summary`` is this round's; the run's summary over its rounds is written by
+    ``write_summary`` once the comparison at its load point ends.
+    """
 
     key: RunKey
     requests: tuple[RequestMetrics, ...]
@@ -77,6 +87,9 @@ class RunRecord:
     summary: RunSummary
     outputs: tuple[RequestOutput, ...]
     meta: dict[str, Any] = field(default_factory=dict)
+    round: int = 1  # 1-based; a run of one round is round 1
+    round_meta: dict[str, Any] = field(default_factory=dict)
+    noise: HostNoise | None = None  # what else the machine did during this round
 
 
 # --------------------------------------------------------------------------
@@ -84,19 +97,39 @@ class RunRecord:
 # --------------------------------------------------------------------------
 
 
-def request_rows(key: RunKey, metrics: Iterable[RequestMetrics]) -> list[tuple[Cell, ...]]:
+def request_rows(key: RunKey, metrics: Iterable[RequestMetrics], round_: int = 1) -> list[tuple[Cell, ...]]:
     keyed = {"run_id", "engine", "concurrency", "request_rate"}
-    return [tuple(getattr(key, c) if c in keyed else getattr(m, c) for c in REQUEST_COLUMNS) for m in metrics]
+    return [
+        tuple(getattr(key, c) if c in keyed else round_ if c == "round" else getattr(m, c) for c in REQUEST_COLUMNS)
+        for m in metrics
+    ]
 
 
-def timeseries_rows(key: RunKey, rows: Iterable[TimeseriesRow]) -> list[tuple[Cell, ...]]:
+def timeseries_rows(key: RunKey, rows: Iterable[TimeseriesRow], round_: int = 1) -> list[tuple[Cell, ...]]:
     keyed = {"run_id", "engine", "concurrency"}
-    return [tuple(getattr(key, c) if c in keyed else getattr(r, c) for c in TIMESERIES_COLUMNS) for r in rows]
+    return [
+        tuple(getattr(key, c) if c in keyed else round_ if c == "round" else getattr(r, c) for c in TIMESERIES_COLUMNS)
+        for r in rows
+    ]
 
 
-def summary_row(summary: RunSummary) -> tuple[Cell, ...]:
-    values = asdict(summary)
-    return tuple(values[c] for c in SUMMARY_COLUMNS)
+def summary_row(summary: RunSummary | Mapping[str, Any]) -> tuple[Cell, ...]:
+    """A summary.csv row: a ``RunSummary`` (no ratios: empty cells) or a comparison row with its ratios."""
+    values = asdict(summary) if isinstance(summary, RunSummary) else summary
+    return tuple(values.get(c) for c in SUMMARY_COLUMNS)
+
+
+def round_row(record: RunRecord) -> tuple[Cell, ...]:
+    """A rounds.csv row: the round's own summary and the machine's noise during it."""
+    noise = record.noise
+    values = {
+        **asdict(record.summary),
+        "round": record.round,
+        "others_cpu_share": None if noise is None else noise.others_share,
+        "steal_share": None if noise is None else noise.steal_share,
+        "load_1m": None if noise is None else noise.load_1m,
+    }
+    return tuple(values[c] for c in ROUND_COLUMNS)
 
 
 def output_object(output: RequestOutput) -> dict[str, Any]:
@@ -147,6 +180,7 @@ def check_appendable(out_dir: str | Path) -> None:
         (REQUESTS_CSV, REQUEST_COLUMNS),
         (TIMESERIES_CSV, TIMESERIES_COLUMNS),
         (SUMMARY_CSV, SUMMARY_COLUMNS),
+        (ROUNDS_CSV, ROUND_COLUMNS),
     ):
         header = _read_header(out / name)
         if header is not None and header != columns:
@@ -194,19 +228,103 @@ def _write_json_atomically(path: Path, data: dict[str, Any]) -> None:
 
 
 def write_run(out_dir: str | Path, record: RunRecord) -> None:
-    """Append one run to the five files in ``out_dir`` (created if missing), all or nothing.
+    """Append one round of one run to ``out_dir`` (created if missing), all or nothing.
 
-    run.json is written last, atomically; if anything fails before it is in
-    place, the other four files are cut back to where they were, so a
-    directory never holds rows of a run that run.json does not list.
+    Its requests, time series, outputs and its rounds.csv row are appended, and
+    its run.json entry gains the round (``_merge_round``). run.json is written
+    last, atomically; if anything fails before it is in place, the other files
+    are cut back to where they were, so a directory never holds rows of a run
+    that run.json does not list.
     """
     out = Path(out_dir)
+
+    def append() -> None:
+        key = record.key
+        _append_csv(out / REQUESTS_CSV, REQUEST_COLUMNS, request_rows(key, record.requests, record.round))
+        _append_csv(out / TIMESERIES_CSV, TIMESERIES_COLUMNS, timeseries_rows(key, record.timeseries, record.round))
+        _append_csv(out / ROUNDS_CSV, ROUND_COLUMNS, [round_row(record)])
+        with open(out / OUTPUTS_JSONL, "a", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(output_object(o), ensure_ascii=False) + "\n" for o in record.outputs)
+        data = _run_json(out)
+        entries = data["runs"]
+        found = next((e for e in entries if e.get("run_id") == key.run_id), None)
+        if found is None:
+            found = {"run_id": key.run_id, "engine": key.engine, "concurrency": key.concurrency,
+                     "request_rate": key.request_rate, **record.meta, "rounds": []}  # fmt: skip
+            entries.append(found)
+        _merge_round(found, record)
+        entries[entries.index(found)] = jsonable(found)
+        _write_json_atomically(out / RUN_JSON, data)
+
+    _all_or_nothing(out, (REQUESTS_CSV, TIMESERIES_CSV, ROUNDS_CSV, OUTPUTS_JSONL), append)
+
+
+def write_summary(out_dir: str | Path, rows: Sequence[Mapping[str, Any]], notes: Mapping[str, Any]) -> None:
+    """Append the summary.csv rows of runs whose rounds have ended (one per run), all or nothing.
+
+    ``rows`` are ``metrics.round_summary.ComparisonRow.row()`` values; ``notes`` (e.g. the load
+    point's verdict and noise warning) go into each of those runs' run.json entries.
+    """
+    out = Path(out_dir)
+
+    def append() -> None:
+        _append_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [summary_row(r) for r in rows])
+        data = _run_json(out)
+        ids = {str(r["run_id"]) for r in rows}
+        data["runs"] = [jsonable({**e, **notes}) if e.get("run_id") in ids else e for e in data["runs"]]
+        _write_json_atomically(out / RUN_JSON, data)
+
+    _all_or_nothing(out, (SUMMARY_CSV,), append)
+
+
+def _run_json(out: Path) -> dict[str, Any]:
+    run_json = out / RUN_JSON
+    return _read_run_json(run_json) if run_json.exists() else {"format": RUN_JSON_FORMAT, "runs": []}
+
+
+def _merge_round(entry: dict[str, Any], record: RunRecord) -> None:
+    """Add ``record``'s round to its run's run.json entry (mutates ``entry``).
+
+    The entry's ``rounds`` lists every round's own meta and noise; at the top,
+    figures that add up over rounds are summed (status counts, per-position
+    acceptance counts, duration), and the first stop reason or engine error
+    stays: a run that stopped early in any round is marked so.
+    """
+    noise = None if record.noise is None else asdict(record.noise)
+    entry.setdefault("rounds", []).append({"round": record.round, **record.round_meta, "host_noise": noise})
+    for name, value in record.round_meta.items():
+        before = entry.get(name)
+        if name in ("stop_reason", "engine_error") and before:
+            continue
+        if name == "duration_s" and isinstance(before, float | int):
+            entry[name] = before + value
+        elif name == "status_counts" and isinstance(before, dict):
+            entry[name] = {k: before.get(k, 0) + v for k, v in value.items()}
+        elif name == "position_acceptance" and isinstance(before, list):
+            entry[name] = _sum_positions(before, value)
+        elif not (name == "started_at" and name in entry):  # the run started when its first round did
+            entry[name] = value
+
+
+def _sum_positions(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_position: dict[int, dict[str, Any]] = {}
+    for p in (*a, *b):
+        into = by_position.setdefault(
+            p["position"], {"position": p["position"], "drafted": 0, "accepted": 0, "drafts": 0}
+        )
+        for k in ("drafted", "accepted", "drafts"):
+            into[k] += p.get(k) or 0
+    return [by_position[k] for k in sorted(by_position)]
+
+
+def _all_or_nothing(out: Path, names: Sequence[str], append: Callable[[], None]) -> None:
+    """Run ``append``; if it raises, cut the files ``names`` back to their sizes before it."""
     out.mkdir(parents=True, exist_ok=True)
     check_appendable(out)
-    appended = [out / name for name in (REQUESTS_CSV, TIMESERIES_CSV, SUMMARY_CSV, OUTPUTS_JSONL)]
+    appended = [out / name for name in names]
     sizes = {path: path.stat().st_size if path.exists() else None for path in appended}
     try:
-        _append_run(out, record)
+        append()
     except BaseException:
         for path, size in sizes.items():
             try:
@@ -217,26 +335,6 @@ def write_run(out_dir: str | Path, record: RunRecord) -> None:
             except OSError as exc:
                 log.error("could not undo a partly written run in %s: %s", path, exc)
         raise
-
-
-def _append_run(out: Path, record: RunRecord) -> None:
-    _append_csv(out / REQUESTS_CSV, REQUEST_COLUMNS, request_rows(record.key, record.requests))
-    _append_csv(out / TIMESERIES_CSV, TIMESERIES_COLUMNS, timeseries_rows(record.key, record.timeseries))
-    _append_csv(out / SUMMARY_CSV, SUMMARY_COLUMNS, [summary_row(record.summary)])
-    with open(out / OUTPUTS_JSONL, "a", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(output_object(o), ensure_ascii=False) + "\n" for o in record.outputs)
-    run_json = out / RUN_JSON
-    data = _read_run_json(run_json) if run_json.exists() else {"format": RUN_JSON_FORMAT, "runs": []}
-    key = record.key
-    entry = {
-        "run_id": key.run_id,
-        "engine": key.engine,
-        "concurrency": key.concurrency,
-        "request_rate": key.request_rate,
-        **record.meta,
-    }
-    data["runs"].append(jsonable(entry))
-    _write_json_atomically(run_json, data)
 
 
 def jsonable(value: Any) -> Any:

@@ -56,8 +56,8 @@ def _frame(rows: list[tuple], columns: Sequence[str]) -> pd.DataFrame:
 
 def live_frames(records: Sequence[RunRecord]) -> RunFrames:
     """Frames of in-memory runs, the same as writing them and loading the directory."""
-    requests = [row for r in records for row in request_rows(r.key, r.requests)]
-    series = [row for r in records for row in timeseries_rows(r.key, r.timeseries)]
+    requests = [row for r in records for row in request_rows(r.key, r.requests, r.round)]
+    series = [row for r in records for row in timeseries_rows(r.key, r.timeseries, r.round)]
     summaries = [summary_row(r.summary) for r in records]
     outputs = [output_object(o) for r in records for o in r.outputs]
     return RunFrames(
@@ -145,9 +145,3 @@ def cdf(requests: pd.DataFrame, column: str, completed_only: bool = True) -> pd.
     if not parts:
         return pd.DataFrame(columns=["run_id", "engine", "concurrency", "value", "fraction"])
     return pd.concat(parts, ignore_index=True)
-
-
-def summary_long(summary: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per run and metric: run_id, engine, concurrency, request_rate, metric, value."""
-    ids = ["run_id", "engine", "concurrency", "request_rate"]
-    return summary.melt(id_vars=ids, value_vars=list(metrics), var_name="metric", value_name="value")

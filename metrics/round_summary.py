@@ -24,18 +24,11 @@ from metrics.host_noise import HostNoise, noise_warning
 from metrics.request_metrics import RequestMetrics
 from metrics.rounds import RatioInterval, ratio_intervals
 from metrics.run_key import RunKey
+from metrics.schema import RATIO_FIGURES
 from metrics.summary import SLO, RunSummary, summarize
 from metrics.verdict import Verdict, verdict
 
 REFERENCE = "ar"
-# ratio name -> the RunSummary figure it divides; tokens/s above 1 is faster, latencies below 1 are
-RATIO_FIGURES = {
-    "tok_s": "output_tok_s",
-    "tpot_p50": "tpot_p50_ms",
-    "tpot_p99": "tpot_p99_ms",
-    "ttft_p50": "ttft_p50_ms",
-}
-RATIO_COLUMNS = tuple(f"{name}_x_ar{end}" for name in RATIO_FIGURES for end in ("", "_lo", "_hi"))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import pandas as pd
 from metrics.export import ForeignRunFile, RunFilesError, _read_run_json
 from metrics.frames import RunFrames, normalize
 from metrics.schema import (
+    ADDED_COLUMNS,
     OUTPUT_FIELDS,
     OUTPUTS_JSONL,
     REQUEST_COLUMNS,
@@ -27,7 +28,6 @@ from metrics.schema import (
     SUMMARY_COLUMNS,
     SUMMARY_CSV,
     TEXT_COLUMNS,
-    TIMESERIES_ADDED,
     TIMESERIES_COLUMNS,
     TIMESERIES_CSV,
 )
@@ -88,7 +88,8 @@ def read_csv(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
         na_values=[""],
     )
     missing = columns[len(df.columns) :]
-    if tuple(df.columns) == columns[: len(df.columns)] and set(missing) <= set(TIMESERIES_ADDED):
+    added = {c for later in ADDED_COLUMNS.values() for c in later}
+    if tuple(df.columns) == columns[: len(df.columns)] and set(missing) <= added:
         df = df.assign(**{c: float("nan") for c in missing})  # written before these columns existed
     if tuple(df.columns) != columns:
         raise RunFilesError(f"{path} does not have the expected columns")

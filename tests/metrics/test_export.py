@@ -5,18 +5,21 @@ from __future__ import annotations
 import csv
 import json
 import math
+from dataclasses import asdict, replace
 
 import pandas as pd
 import pytest
 
-from metrics.export import RequestOutput, RunFilesError, RunRecord, write_run
-from metrics.frames import cdf, live_frames, run_labels, summary_long
+from metrics.export import RequestOutput, RunFilesError, RunRecord, write_run, write_summary
+from metrics.frames import cdf, live_frames, run_labels
+from metrics.host_noise import HostNoise
 from metrics.request_metrics import RequestMetrics
 from metrics.run_key import RunKey
 from metrics.runs import list_run_dirs, load_run_dir
 from metrics.schema import (
     OUTPUT_FIELDS,
     REQUEST_COLUMNS,
+    ROUND_COLUMNS,
     RUN_FILES,
     SUMMARY_COLUMNS,
     TIMESERIES_COLUMNS,
@@ -73,13 +76,19 @@ def ar_record(run_id: str = "run-ar") -> RunRecord:
     )
 
 
+def write_one(out, record: RunRecord) -> None:
+    """A run of one round: the round, then its summary row (ratios empty: no AR round beside it)."""
+    write_run(out, record)
+    write_summary(out, [asdict(record.summary)], {"verdict": "no verdict"})
+
+
 def read_raw(path):
     with open(path, newline="") as fh:
         return list(csv.reader(fh))
 
 
 def test_csv_files_have_the_exact_columns_and_empty_cells_where_not_applicable(tmp_path):
-    write_run(tmp_path, ar_record())
+    write_one(tmp_path, ar_record())
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(RUN_FILES)
     requests = read_raw(tmp_path / "requests.csv")
     assert tuple(requests[0]) == REQUEST_COLUMNS
@@ -102,12 +111,52 @@ def test_csv_files_have_the_exact_columns_and_empty_cells_where_not_applicable(t
     assert tuple(output) == OUTPUT_FIELDS and output["output_token_ids"] == [3]
     run_json = json.loads((tmp_path / "run.json").read_text())
     assert run_json["runs"][0]["run_id"] == "run-ar" and run_json["runs"][0]["seed"] == 3
+    assert run_json["runs"][0]["verdict"] == "no verdict" and row["rounds"] == "" and row["tok_s_x_ar"] == ""
+    rounds = read_raw(tmp_path / "rounds.csv")
+    assert tuple(rounds[0]) == ROUND_COLUMNS
+    assert dict(zip(ROUND_COLUMNS, rounds[1], strict=True))["round"] == "1"
+
+
+def test_rounds_of_one_run_share_its_entry_and_add_up_in_it(tmp_path):
+    first = ar_record("run-ar")
+    write_run(
+        tmp_path,
+        replace(
+            first,
+            round_meta={
+                "duration_s": 2.0,
+                "status_counts": {"ok": 2, "failed": 1},
+                "stop_reason": None,
+                "position_acceptance": [{"position": 1, "drafted": 4, "accepted": 2, "drafts": 4}],
+            },
+        ),
+    )
+    write_run(tmp_path, replace(first, round=2, noise=HostNoise(2.0, 0.3, 0.0, 1.2), round_meta={
+        "duration_s": 3.0, "status_counts": {"ok": 3, "failed": 0}, "stop_reason": "timeout",
+        "position_acceptance": [{"position": 1, "drafted": 2, "accepted": 2, "drafts": 2},
+                                {"position": 2, "drafted": 1, "accepted": 0, "drafts": 2}]}))  # fmt: skip
+    (entry,) = json.loads((tmp_path / "run.json").read_text())["runs"]
+    assert [r["round"] for r in entry["rounds"]] == [1, 2]
+    assert entry["rounds"][1]["host_noise"]["others_share"] == 0.3
+    assert (entry["duration_s"], entry["status_counts"], entry["stop_reason"]) == (
+        5.0,
+        {"ok": 5, "failed": 1},
+        "timeout",
+    )
+    assert entry["position_acceptance"] == [
+        {"position": 1, "drafted": 6, "accepted": 4, "drafts": 6},
+        {"position": 2, "drafted": 1, "accepted": 0, "drafts": 2},
+    ]
+    loaded = load_run_dir(tmp_path)
+    assert list(loaded.frames.requests["round"]) == [1, 1, 1, 2, 2, 2]
+    rounds = pd.read_csv(tmp_path / "rounds.csv")
+    assert list(rounds["round"]) == [1, 2] and list(rounds["others_cpu_share"].fillna(-1)) == [-1, 0.3]
 
 
 def test_a_second_run_is_appended_and_reads_back_like_the_live_frames(tmp_path):
     first, second = ar_record("run-1"), ar_record("run-2")
-    write_run(tmp_path, first)
-    write_run(tmp_path, second)
+    write_one(tmp_path, first)
+    write_one(tmp_path, second)
     loaded = load_run_dir(tmp_path)
     live = live_frames([first, second])
     assert [r["run_id"] for r in loaded.runs] == ["run-1", "run-2"]
@@ -124,7 +173,7 @@ def test_a_second_run_is_appended_and_reads_back_like_the_live_frames(tmp_path):
 def test_open_loop_rates_round_trip_including_infinity(tmp_path):
     key = RunKey("run-inf", "pd", None, float("inf"))
     reqs = (request("a", 2, 5.0),)
-    write_run(tmp_path, RunRecord(key, reqs, (), summarize(key, reqs, 1.0), ()))
+    write_one(tmp_path, RunRecord(key, reqs, (), summarize(key, reqs, 1.0), ()))
     loaded = load_run_dir(tmp_path)
     assert loaded.frames.summary["request_rate"].iloc[0] == float("inf")
     assert pd.isna(loaded.frames.summary["concurrency"].iloc[0])
@@ -148,8 +197,8 @@ def test_a_directory_with_other_columns_is_refused_before_anything_is_appended(t
 
 
 def test_run_directories_are_listed_newest_first_and_foreign_json_is_skipped(tmp_path):
-    write_run(tmp_path / "a", ar_record("run-a"))
-    write_run(tmp_path / "nested" / "b", ar_record("run-b"))
+    write_one(tmp_path / "a", ar_record("run-a"))
+    write_one(tmp_path / "nested" / "b", ar_record("run-b"))
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "run.json").write_text('{"not": "ours"}')
     found = list_run_dirs(tmp_path)
@@ -162,8 +211,6 @@ def test_chart_helpers_shape_frames_per_run(tmp_path):
     frames = live_frames([ar_record("run-1")])
     c = cdf(frames.requests, "ttft_ms")
     assert list(c["fraction"]) == [0.5, 1.0]  # only completed requests: the rejected one is left out
-    long = summary_long(frames.summary, ["req_s", "output_tok_s"])
-    assert set(long["metric"]) == {"req_s", "output_tok_s"} and len(long) == 2
 
 
 def test_a_run_that_fails_to_be_written_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
@@ -171,7 +218,7 @@ def test_a_run_that_fails_to_be_written_leaves_the_directory_as_it_was(tmp_path,
 
     first = RunKey("run-1", "pd", 1, None)
     reqs = (request("a", 2, 5.0),)
-    write_run(tmp_path, RunRecord(first, reqs, (), summarize(first, reqs, 1.0), ()))
+    write_one(tmp_path, RunRecord(first, reqs, (), summarize(first, reqs, 1.0), ()))
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
     def full_disk(path, data):

@@ -6,8 +6,9 @@ import pytest
 
 from metrics.host_noise import HostNoise
 from metrics.request_metrics import RequestMetrics
-from metrics.round_summary import RATIO_COLUMNS, RoundRun, compare_load
+from metrics.round_summary import RoundRun, compare_load
 from metrics.run_key import RunKey
+from metrics.schema import RATIO_COLUMNS
 from metrics.summary import summarize
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,7 @@ from engine.request import Request, RequestStatus
 from engine.schedulers.stats import Outcomes
 from metrics.device_types import ProbeInfo
 from metrics.export import RequestOutput, RunRecord
+from metrics.host_noise import HostNoise
 from metrics.request_metrics import RequestMetrics
 from metrics.run_key import RunKey
 from metrics.summary import PositionAcceptance, RunSummary
@@ -51,6 +52,8 @@ class RunResult:
     stop_reason: StopReason | None  # None: the run went to the end of its trace
     engine_error: str | None  # a lane crash reported by the engine
     endpoint: dict[str, Any] | None = None  # an endpoint run: the server and how its tokens were counted
+    round: int = 1  # a comparison's round (1-based): the sweep sets it, with the machine's noise during it
+    noise: HostNoise | None = None
 
     @property
     def run_id(self) -> str:
@@ -78,22 +81,27 @@ class RunResult:
         )
 
     def record(self, meta: dict[str, Any] | None = None) -> RunRecord:
-        """The files' view of this run; ``meta`` adds to its run.json entry."""
+        """The files' view of this round of the run; ``meta`` adds to its run.json entry."""
         run_meta = {
             "arrival": arrival_meta(self.policy),
+            "planned_requests": self.planned,
+            "device_probe": asdict(self.probe),
+            **({"endpoint": self.endpoint} if self.endpoint is not None else {}),
+            **(meta or {}),
+        }
+        round_meta = {
             "started_at": self.started_at,
             "duration_s": self.duration_s,
-            "planned_requests": self.planned,
             "submitted_requests": len(self.requests),
             "status_counts": asdict(self.counts()),
             "stop_reason": None if self.stop_reason is None else str(self.stop_reason),
             "engine_error": self.engine_error,
-            "device_probe": asdict(self.probe),
             "position_acceptance": [asdict(p) for p in self.positions],
-            **({"endpoint": self.endpoint} if self.endpoint is not None else {}),
-            **(meta or {}),
         }
-        return RunRecord(self.key, self.metrics, self.timeseries, self.summary, self.outputs, run_meta)
+        outputs = tuple(replace(o, round=self.round) for o in self.outputs)
+        return RunRecord(
+            self.key, self.metrics, self.timeseries, self.summary, outputs, run_meta, self.round, round_meta, self.noise
+        )
 
 
 def arrival_meta(policy: ArrivalPolicy) -> dict[str, Any]:

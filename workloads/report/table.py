@@ -1,35 +1,37 @@
 """The replay's summary table, as printed at the end of ``python -m workloads replay``.
 
-``× AR`` is each run's output tokens/s over the AR run's at the same load ("-" without one).
+One row per run (an engine at a load point, pooled over its rounds). ``× AR``
+is the median of the rounds' tokens/s over AR's of the same round, with the
+rounds' min–max in brackets; ``TPOT × AR`` likewise for TPOT p50 ("-" without
+an AR round to pair with).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metrics.summary import RunSummary
+from metrics.round_summary import ComparisonRow
+from metrics.rounds import RatioInterval
 
 
-def format_table(summaries: Sequence[RunSummary]) -> str:
+def _interval(r: RatioInterval | None) -> str:
+    if r is None:
+        return "-"
+    return f"{r.median:.2f}" if r.rounds == 1 else f"{r.median:.2f} ({r.lo:.2f}-{r.hi:.2f})"
+
+
+def format_table(rows: Sequence[ComparisonRow]) -> str:
     def num(value: float | None, fmt: str = ".1f") -> str:
         return "-" if value is None else format(value, fmt)
-
-    def load_of(s: RunSummary) -> tuple[int | None, float | None]:
-        return (s.concurrency, s.request_rate)
-
-    ar = {load_of(s): s.output_tok_s for s in summaries if s.engine == "ar" and s.output_tok_s}
-
-    def times_ar(s: RunSummary) -> float | None:
-        reference = ar.get(load_of(s))
-        return None if s.output_tok_s is None or reference is None else s.output_tok_s / reference
 
     header = (
         "engine",
         "load",
+        "rounds",
         "ok/n",
         "tok/s",
         "× AR",
-        "req/s",
+        "TPOT × AR",
         "TTFT p50",
         "TTFT p99",
         "TPOT p50",
@@ -38,20 +40,22 @@ def format_table(summaries: Sequence[RunSummary]) -> str:
         "acc.len",
         "goodput",
     )
-    rows = [header]
-    for s in summaries:
+    table = [header]
+    for row in rows:
+        s = row.summary
         if s.request_rate is None:
             load = f"C={s.concurrency}"
         else:
             load = f"R={s.request_rate:g}" + ("" if s.concurrency is None else f",C<={s.concurrency}")
-        rows.append(
+        table.append(
             (
                 s.engine,
                 load,
+                str(row.rounds),
                 f"{s.completed}/{s.num_requests}",
                 num(s.output_tok_s),
-                num(times_ar(s), ".2f"),
-                num(s.req_s, ".2f"),
+                _interval(row.ratios.get("tok_s")),
+                _interval(row.ratios.get("tpot_p50")),
                 num(s.ttft_p50_ms),
                 num(s.ttft_p99_ms),
                 num(s.tpot_p50_ms),
@@ -61,10 +65,10 @@ def format_table(summaries: Sequence[RunSummary]) -> str:
                 num(s.goodput_req_s, ".2f"),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = [
         "  ".join(cell.rjust(w) if i > 1 else cell.ljust(w) for i, (cell, w) in enumerate(zip(r, widths, strict=True)))
-        for r in rows
+        for r in table
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines) + "\n(latencies in ms; goodput in req/s meeting the SLOs)"
+    return "\n".join(lines) + "\n(latencies in ms over every round's requests; goodput in req/s meeting the SLOs)"
