@@ -14,12 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from engine.config import ControllerConfig, EngineConfig
+from engine.config import ENGINES, ControllerConfig, EngineConfig
 from engine.models.presets import DEFAULT_PRESET, PRESETS
 from workloads.endpoint.spec import DEFAULT_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINE_ORDER = ("ar", "baseline", "pd", "pdv")
+ENGINE_ORDER = ENGINES  # AR first: the reference every other engine is shown against
 DASHBOARD_PRESETS = ("smol", "tiny")  # qwen-coder is not in the default install
 DATASETS = ("sharegpt", "synthetic", "upload")
 LOAD_MODES = ("closed", "open")

@@ -20,13 +20,14 @@ import logging
 import sys
 import time
 
-from engine.config import ENGINES
+from engine.config import ENGINES, EngineName
 from engine.flags import (
     DefaultsHelpFormatter,
     add_engine_args,
     add_model_args,
     add_sampling_args,
     engine_config_from_args,
+    engine_name,
     sampling_from_args,
 )
 from engine.models.pair import ModelLoadError
@@ -36,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     gen = sub.add_parser("generate", help="generate a completion for one prompt", formatter_class=DefaultsHelpFormatter)
-    gen.add_argument("--engine", choices=ENGINES, default="baseline", help="engine (default: %(default)s)")
+    gen.add_argument(
+        "--engine", type=engine_name, choices=ENGINES, default=EngineName.BASELINE, help="engine (default: %(default)s)"
+    )
     gen.add_argument("--prompt", required=True, help="user message (chat template applied unless --raw)")
     gen.add_argument("--raw", action="store_true", help="send the prompt text as is, without the chat template")
     gen.add_argument("--seed", type=int, default=None, help="sampling seed (default: none)")
@@ -56,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
         help="serve one engine with an OpenAI-compatible API (/v1/completions, ...)",
         formatter_class=DefaultsHelpFormatter,
     )
-    srv.add_argument("--engine", choices=ENGINES, default="baseline", help="engine (default: %(default)s)")
+    srv.add_argument(
+        "--engine", type=engine_name, choices=ENGINES, default=EngineName.BASELINE, help="engine (default: %(default)s)"
+    )
     srv.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s, this machine only)")
     srv.add_argument("--port", type=int, default=8000, help="port (default: %(default)s; 0 = any free port)")
     srv.add_argument("--served-model-name", default=None, help="model name in the API (default: the preset's name)")

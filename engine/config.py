@@ -14,10 +14,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-ENGINES = ("ar", "baseline", "pd", "pdv")
+
+class EngineName(StrEnum):
+    """An engine ``make_engine`` builds: the verifier alone (AR) or a speculative architecture."""
+
+    AR = "ar"
+    BASELINE = "baseline"
+    PD = "pd"
+    PDV = "pdv"
+
+    @classmethod
+    def parse(cls, text: str) -> EngineName:
+        """The engine ``text`` names in any case ("PDV", "pdv"); a ValueError naming the choices otherwise."""
+        try:
+            return cls(text.lower())
+        except (ValueError, AttributeError):
+            raise ValueError(f"unknown engine {text!r}; choose one of {', '.join(cls)}") from None
+
+
+ENGINES: tuple[EngineName, ...] = tuple(EngineName)  # AR first: every comparison's reference
 CONTROLLERS = ("fixed", "feedback", "goodput", "cost")
 # engine.drafters: where a speculative engine's proposals come from
 DRAFTERS = ("model", "ngram", "model+ngram", "suffix", "suffix+model")

@@ -14,7 +14,7 @@ import argparse
 from dataclasses import MISSING, Field, fields
 from typing import Any, TypeVar, get_args, get_type_hints
 
-from engine.config import DTYPES, ControllerConfig, EngineConfig, SamplingParams
+from engine.config import DTYPES, ControllerConfig, EngineConfig, EngineName, SamplingParams
 from engine.models.presets import DEFAULT_PRESET, PRESETS
 
 C = TypeVar("C")
@@ -29,6 +29,14 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
         if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
             return text
         return f"{text} (default: %(default)s)"
+
+
+def engine_name(text: str) -> EngineName:
+    """The ``--engine`` option's type: any case; argparse shows the error, which names the choices."""
+    try:
+        return EngineName.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _flagged(cls: type) -> list[Field]:

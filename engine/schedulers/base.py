@@ -25,7 +25,7 @@ from dataclasses import replace
 
 import torch
 
-from engine.config import ControllerConfig, EngineConfig
+from engine.config import ControllerConfig, EngineConfig, EngineName
 from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, StepObservation
 from engine.controllers.profile import profile_for
 from engine.controllers.registry import make_controller
@@ -46,7 +46,7 @@ IDLE_WAIT_S = 0.02  # how long an idle lane sleeps before re-checking for work o
 
 
 class Engine(ABC):
-    name: str = ""
+    name: EngineName  # each engine class names itself
     speculative: bool = True
 
     def __init__(self, pair: ModelPair, config: EngineConfig | None = None) -> None:

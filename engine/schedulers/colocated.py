@@ -14,12 +14,13 @@ colocated speculative decoding; a long prompt delays decoding by one chunk.
 
 from __future__ import annotations
 
+from engine.config import EngineName
 from engine.schedulers.base import Engine
 from engine.sequence import Sequence
 
 
 class BaselineEngine(Engine):
-    name = "baseline"
+    name = EngineName.BASELINE
     speculative = True
 
     def __init__(self, *args, **kwargs) -> None:
@@ -59,5 +60,5 @@ class BaselineEngine(Engine):
 
 
 class AREngine(BaselineEngine):
-    name = "ar"
+    name = EngineName.AR
     speculative = False

@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 
+from engine.config import EngineName
 from engine.devices import LaneStream
 from engine.schedulers.base import Engine
 from engine.schedulers.lanes import LaneArbiter
@@ -22,7 +23,7 @@ from engine.sequence import Sequence
 
 
 class PDEngine(Engine):
-    name = "pd"
+    name = EngineName.PD
     lane_names: tuple[str, ...] = ("prefill", "decode")
 
     def __init__(self, *args, **kwargs) -> None:

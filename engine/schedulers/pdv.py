@@ -30,6 +30,7 @@ import math
 import threading
 from collections import deque
 
+from engine.config import EngineName
 from engine.devices import keep_for_current_stream
 from engine.schedulers.pd import PDEngine
 from engine.sequence import Sequence
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class PDVEngine(PDEngine):
-    name = "pdv"
+    name = EngineName.PDV
     lane_names = ("prefill", "decode", "verify")
 
     def __init__(self, *args, **kwargs) -> None:

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.config import EngineConfig
+from engine.config import EngineConfig, EngineName
 from engine.models.pair import ModelPair
 from engine.schedulers.base import Engine
 from engine.schedulers.colocated import AREngine, BaselineEngine
 from engine.schedulers.pd import PDEngine
 from engine.schedulers.pdv import PDVEngine
 
-ENGINE_CLASSES: dict[str, type[Engine]] = {"ar": AREngine, "baseline": BaselineEngine, "pd": PDEngine, "pdv": PDVEngine}
+ENGINE_CLASSES: dict[EngineName, type[Engine]] = {
+    EngineName.AR: AREngine,
+    EngineName.BASELINE: BaselineEngine,
+    EngineName.PD: PDEngine,
+    EngineName.PDV: PDVEngine,
+}
 
 
-def make_engine(name: str, pair: ModelPair, config: EngineConfig | None = None) -> Engine:
+def make_engine(name: EngineName | str, pair: ModelPair, config: EngineConfig | None = None) -> Engine:
     """A new (not started) engine of kind ``name``; ``config.engine`` is set to ``name``."""
-    if name not in ENGINE_CLASSES:
-        raise ValueError(f"unknown engine {name!r}; choose one of {', '.join(ENGINE_CLASSES)}")
+    name = EngineName.parse(name)  # a ValueError naming the choices
     config = config or EngineConfig(engine=name)
     if config.engine != name:
         config = replace(config, engine=name)
