@@ -8,8 +8,10 @@ shares the verifier's embedding does not count it twice) and ``rss_mb`` is the
 process's resident memory after generating.
 
 ``profile`` prints the step cost profile the ``cost`` controller reads for a
-model pair on this machine (measuring it first if it is not cached) and where
-it is cached.
+model pair on this machine (measuring it first if it is not cached, with a
+progress bar) and where it is cached. ``generate`` and ``serve`` run the same
+step before they build their engine, so the first run on a machine shows the
+measuring instead of stalling.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import logging
 import sys
 import time
+from dataclasses import replace
 
 from engine.config import ENGINES, EngineName
 from engine.flags import (
@@ -30,7 +33,6 @@ from engine.flags import (
     engine_name,
     sampling_from_args,
 )
-from engine.models.pair import ModelLoadError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -78,14 +80,18 @@ def generate(args: argparse.Namespace) -> dict:
     import psutil
 
     from engine.models.pair import load_model_pair
+    from engine.profiling.prepare import prepare_profile
     from engine.request import Request
     from engine.schedulers.registry import make_engine
+    from engine.terminal_progress import progress_bar
 
     params = sampling_from_args(args, seed=args.seed)
     config = engine_config_from_args(args, args.engine)
     pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
     prompt_ids = pair.encode_prompt(args.prompt, raw=args.raw)
-    engine = make_engine(args.engine, pair, config).start()
+    with progress_bar() as progress:
+        profile = prepare_profile(pair, config, progress)
+    engine = make_engine(args.engine, pair, config, profile).start()
     start = time.perf_counter()
     try:
         request = engine.submit(Request("cli-0", prompt_ids, params, prompt=args.prompt))
@@ -115,14 +121,18 @@ def generate(args: argparse.Namespace) -> dict:
 
 
 def profile(args: argparse.Namespace) -> str:
-    from engine.controllers.profile import load_or_measure, profile_path
     from engine.models.pair import load_model_pair
+    from engine.profiling.prepare import prepare_profile, profile_shape
+    from engine.profiling.store import profile_path
+    from engine.terminal_progress import progress_bar
 
+    # the profile any speculative engine with these flags reads, whatever --controller says
     config = engine_config_from_args(args, "baseline")
+    config = replace(config, controller=replace(config.controller, kind="cost"))
     pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
-    shape = (config.max_batch_size, config.controller.max_len + 1, config.drafter != "ngram")
-    table = load_or_measure(pair, *shape).table()
-    return f"{table}\n(milliseconds per forward; cached in {profile_path(pair, *shape)})"
+    with progress_bar() as progress:
+        table = prepare_profile(pair, config, progress).table()
+    return f"{table}\n(milliseconds per forward; cached in {profile_path(pair, profile_shape(config))})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,12 +143,15 @@ def main(argv: list[str] | None = None) -> int:
             print(profile(args))
             return 0
         if args.command == "serve":
+            from engine.serve.address import check_address
+
+            check_address(args.host, args.port)  # before loading anything: a bad address costs nothing
             from engine.serve.server import serve
 
             serve(args)
             return 0
         result = generate(args)
-    except (ModelLoadError, ValueError, RuntimeError) as exc:
+    except (ValueError, RuntimeError) as exc:  # a ModelLoadError, a bad address or value: one line
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:

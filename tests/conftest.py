@@ -16,11 +16,30 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
 
 
-@pytest.fixture(scope="session")
-def tiny_pair():
-    from engine.models.pair import load_model_pair
+@pytest.fixture(scope="session", autouse=True)
+def profiles_dir(tmp_path_factory) -> Path:
+    """Step cost profiles go to a temporary directory: one timed on a machine busy with tests is never kept."""
+    path = tmp_path_factory.mktemp("profiles")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PDV_PROFILE_DIR", str(path))
+        yield path
 
-    return load_model_pair("tiny", device="cpu")
+
+@pytest.fixture(scope="session")
+def tiny_pair(profiles_dir):
+    """The tiny pair, with the step costs of the default engine configs measured as every command does first.
+
+    Engines never measure their profile (``engine.profiling``); a test whose config changes the grid
+    (``--max-batch-size``, ``--max-draft-len``) runs ``prepare_profile`` itself.
+    """
+    from engine.config import EngineConfig
+    from engine.models.pair import load_model_pair
+    from engine.profiling import prepare_profiles
+
+    pair = load_model_pair("tiny", device="cpu")
+    for drafter in ("ngram", "model"):  # without and with draft forwards
+        prepare_profiles(pair, EngineConfig(drafter=drafter), ["baseline"])
+    return pair
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@
   measured online (``goodput``).
 * ``cost``     – per step and per source of proposals, the L that maximises
   expected tokens per second, from the machine's measured cost profile
-  (``cost``, ``profile``).
+  (``cost``; the profile itself is measured by ``engine.profiling``).
 
 ``base`` holds the interface and the values that pass between an engine and
 its controller; ``registry`` builds one by name. The latest 1,000 changes of L

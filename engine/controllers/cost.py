@@ -31,7 +31,7 @@ from __future__ import annotations
 from engine.config import ControllerConfig
 from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, StepObservation
 from engine.draft_source import MODEL, DraftSource
-from engine.controllers.profile import CostProfile
+from engine.profiling.cost_profile import CostProfile
 
 DECAY = 0.98  # per observed step of a source: about the last 50 steps count
 PRIOR_ACCEPT, PRIOR_TRIALS = 1.0, 2.0  # alpha starts at 0.5 and moves with the first few observations

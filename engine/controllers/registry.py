@@ -7,7 +7,7 @@ from engine.controllers.base import DraftLengthController
 from engine.controllers.cost import CostController
 from engine.controllers.feedback import FeedbackController, FixedController
 from engine.controllers.goodput import GoodputController
-from engine.controllers.profile import CostProfile
+from engine.profiling.cost_profile import CostProfile
 
 
 def make_controller(config: ControllerConfig, profile: CostProfile | None = None) -> DraftLengthController:

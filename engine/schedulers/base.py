@@ -27,11 +27,12 @@ import torch
 
 from engine.config import ControllerConfig, EngineConfig, EngineName
 from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, StepObservation
-from engine.controllers.profile import profile_for
 from engine.controllers.registry import make_controller
 from engine.drafters import make_drafter
 from engine.kv import KVBudget
 from engine.models.pair import ModelPair
+from engine.profiling.cost_profile import CostProfile
+from engine.profiling.prepare import cached_profile, needs_profile
 from engine.request import Request, RequestStatus
 from engine.sampling import SamplingRows, make_generator
 from engine.schedulers.admission import kv_reservation, request_problem
@@ -49,13 +50,20 @@ class Engine(ABC):
     name: EngineName  # each engine class names itself
     speculative: bool = True
 
-    def __init__(self, pair: ModelPair, config: EngineConfig | None = None) -> None:
+    def __init__(self, pair: ModelPair, config: EngineConfig | None = None, profile: CostProfile | None = None) -> None:
+        """``profile``: the step costs the ``cost`` controller reads; without one the cached profile is read.
+
+        Building an engine never measures: with the ``cost`` controller and no
+        profile handed or cached it raises ``engine.profiling.ProfileMissing``
+        (run ``engine.profiling.prepare_profile`` first, as every command does).
+        """
         self.pair = pair
         self.config = config or EngineConfig(engine=self.name)
         self.drafter = make_drafter(self.config, pair, self.speculative)
         # an engine that does not speculate keeps a fixed controller only to report no draft length
         controls = self.config.controller if self.speculative else ControllerConfig(kind="fixed")
-        profile = profile_for(self.config, pair, self.drafter)
+        if profile is None and self.speculative and needs_profile(self.config):
+            profile = cached_profile(pair, self.config)
         self.controller: DraftLengthController = make_controller(controls, profile)
         self.budget = KVBudget(self.config.max_cache_tokens)
         self._inbox: queue.SimpleQueue[Request] = queue.SimpleQueue()

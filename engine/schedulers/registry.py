@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from engine.config import EngineConfig, EngineName
 from engine.models.pair import ModelPair
+from engine.profiling.cost_profile import CostProfile
 from engine.schedulers.base import Engine
 from engine.schedulers.colocated import AREngine, BaselineEngine
 from engine.schedulers.pd import PDEngine
@@ -19,10 +20,16 @@ ENGINE_CLASSES: dict[EngineName, type[Engine]] = {
 }
 
 
-def make_engine(name: EngineName | str, pair: ModelPair, config: EngineConfig | None = None) -> Engine:
-    """A new (not started) engine of kind ``name``; ``config.engine`` is set to ``name``."""
+def make_engine(
+    name: EngineName | str, pair: ModelPair, config: EngineConfig | None = None, profile: CostProfile | None = None
+) -> Engine:
+    """A new (not started) engine of kind ``name``; ``config.engine`` is set to ``name``.
+
+    ``profile`` is handed to the engine's ``cost`` controller (see ``Engine.__init__``: without it the cached
+    profile is read, never measured).
+    """
     name = EngineName.parse(name)  # a ValueError naming the choices
     config = config or EngineConfig(engine=name)
     if config.engine != name:
         config = replace(config, engine=name)
-    return ENGINE_CLASSES[name](pair, config)
+    return ENGINE_CLASSES[name](pair, config, profile)

@@ -1,4 +1,7 @@
-"""Load the models, build the engine and the app, and serve them with uvicorn until interrupted.
+"""Load the models, measure the step costs (once per machine), build the engine and app, serve them with uvicorn.
+
+The address is checked (``engine.serve.address``) by ``python -m engine serve``
+before any of this, so a bad port or host costs no model loading.
 
 Binds to 127.0.0.1 unless told otherwise. Once the socket listens, prints one
 line with the URL (with the port the system chose, for ``--port 0``);
@@ -16,8 +19,10 @@ import uvicorn
 
 from engine.flags import engine_config_from_args
 from engine.models.pair import ModelPair, load_model_pair
+from engine.profiling.prepare import prepare_profile
 from engine.schedulers.registry import make_engine
 from engine.serve.app import build_app
+from engine.terminal_progress import progress_bar
 
 READY_POLL_S = 0.05
 # on Ctrl-C, streams still open after this are cut: the engine then stops and cancels their requests
@@ -33,7 +38,9 @@ def serve(args: argparse.Namespace) -> None:
     config = engine_config_from_args(args, args.engine)
     pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
     name = served_name(args, pair)
-    engine = make_engine(args.engine, pair, config)
+    with progress_bar() as progress:
+        profile = prepare_profile(pair, config, progress)
+    engine = make_engine(args.engine, pair, config, profile)
     app = build_app(engine, pair, name, api_key=args.api_key, max_waiting=args.max_waiting)
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S

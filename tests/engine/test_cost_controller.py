@@ -97,15 +97,16 @@ def _small_config(**engine):
     from engine.config import EngineConfig
 
     controller = ControllerConfig(kind="cost", draft_len=2, min_len=1, max_len=2)
-    return EngineConfig(drafter="model", max_batch_size=4, controller=controller, **engine)
+    return EngineConfig(**{"drafter": "model", "max_batch_size": 4, "controller": controller, **engine})
 
 
-def test_the_profile_is_measured_once_per_machine_and_pair(tiny_pair, profiles_dir, monkeypatch):
+def test_the_profile_is_measured_once_per_machine_and_pair(tiny_pair, tmp_path, monkeypatch):
+    monkeypatch.setenv("PDV_PROFILE_DIR", str(tmp_path))
     first = prepare_profile(tiny_pair, _small_config())
     assert first.batch_sizes == (1, 2, 4) and first.tokens == (1, 2, 3)
     assert all(v > 0 for row in first.verify_ms for v in row) and len(first.draft_ms) == 3
     path = profile_path(tiny_pair, ProfileShape(4, 3, True))
-    assert path.is_file() and path.parent == profiles_dir
+    assert path.is_file() and path.parent == tmp_path
 
     def refuse(*args, **kwargs):
         raise AssertionError("a cached profile was measured again")
@@ -113,6 +114,12 @@ def test_the_profile_is_measured_once_per_machine_and_pair(tiny_pair, profiles_d
     monkeypatch.setattr("engine.profiling.prepare.measure", refuse)
     assert prepare_profile(tiny_pair, _small_config()) == first
     assert "verify t=3" in first.table()
+    # a smaller grid reads the larger profile; a larger one, or one without the draft, is measured
+    assert prepare_profile(tiny_pair, _small_config(max_batch_size=2)) == first
+    with pytest.raises(AssertionError, match="measured again"):
+        prepare_profile(tiny_pair, _small_config(max_batch_size=8))
+    with pytest.raises(AssertionError, match="measured again"):
+        prepare_profile(tiny_pair, _small_config(max_batch_size=2, drafter="ngram"))
 
 
 def test_measuring_reports_progress_up_to_the_whole_grid(tiny_pair, tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ In the same run it measures (torch, the engine's thread count):
   size / time: a read stream, as a decode step reads its weights;
 * the verifier's decode step – one forward of one new token per row over KV
   stores of ``CONTEXT`` tokens, at C = 1 and C = 32, timed by the cost profile's
-  own measurement (``engine.controllers.profile.measure``).
+  own measurement (``engine.profiling.measure.measure``).
 
 Achieved FLOP/s of a step ≈ 2 · parameters · tokens / time (attention's own
 FLOPs, small at this context, are left out); bytes/s ≈ (weights + the KV read)
@@ -22,7 +22,8 @@ import time
 
 import torch
 
-from engine.controllers.profile import CONTEXT, measure
+from engine.profiling.cost_profile import ProfileShape
+from engine.profiling.measure import CONTEXT, measure
 from workloads.bench.common import BenchContext, PartResult
 
 NAME = "5-hardware"
@@ -67,7 +68,7 @@ def run(ctx: BenchContext) -> PartResult:
     rows = []
     for round_ in range(ctx.settings.rounds):
         peak_flops, bandwidth = matmul_flops(), read_bandwidth()
-        profile = measure(ctx.pair, max(BATCHES), 1, with_draft=False)
+        profile = measure(ctx.pair, ProfileShape(max(BATCHES), 1, with_draft=False))
         rows.append({"group": "machine", "round": round_, "label": "matmul", "flop_s": peak_flops})
         rows.append({"group": "machine", "round": round_, "label": "memory read", "bytes_s": bandwidth})
         for batch in BATCHES:

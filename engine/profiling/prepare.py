@@ -1,0 +1,62 @@
+"""The profiling step: which engine configs need a profile, and reading or measuring it before they start."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from engine.config import ENGINES, EngineConfig
+from engine.models.gguf_cache import ProgressFn, no_progress
+from engine.models.pair import ModelPair
+from engine.profiling.cost_profile import CostProfile, ProfileShape
+from engine.profiling.measure import measure
+from engine.profiling.store import read_profile, write_profile
+
+
+class ProfileMissing(ValueError):
+    """An engine with the ``cost`` controller was built before this machine's step costs were measured."""
+
+
+def needs_profile(config: EngineConfig) -> bool:
+    """True when ``config``'s engine drafts with the ``cost`` controller (AR never drafts)."""
+    return config.controller.kind == "cost" and config.engine != "ar"
+
+
+def profile_shape(config: EngineConfig) -> ProfileShape:
+    with_draft = "model" in config.drafter.split("+")  # model, model+ngram, suffix+model: draft forwards too
+    return ProfileShape(config.max_batch_size, config.controller.max_len + 1, with_draft)
+
+
+def cached_profile(pair: ModelPair, config: EngineConfig) -> CostProfile:
+    """The cached profile ``config`` needs; ``ProfileMissing`` (saying how to measure it) when there is none."""
+    profile = read_profile(pair, profile_shape(config))
+    if profile is None:
+        preset = pair.source.get("preset") or "this"
+        raise ProfileMissing(
+            f"the cost controller needs this machine's step costs for the {preset} model pair, "
+            f"which are not measured yet: run `python -m engine profile --preset {preset}` with the same "
+            "--max-batch-size, --max-draft-len and --drafter (or engine.profiling.prepare_profile) first, "
+            "or choose another --controller"
+        )
+    return profile
+
+
+def prepare_profile(pair: ModelPair, config: EngineConfig, progress: ProgressFn = no_progress) -> CostProfile | None:
+    """The profile ``config`` needs (None if it needs none): read from the cache, or measured once and cached."""
+    if not needs_profile(config):
+        return None
+    shape = profile_shape(config)
+    profile = read_profile(pair, shape)
+    if profile is None:
+        profile = measure(pair, shape, progress)
+        write_profile(pair, shape, profile)
+    return profile
+
+
+def prepare_profiles(
+    pair: ModelPair, config: EngineConfig, engines: Iterable[str], progress: ProgressFn = no_progress
+) -> None:
+    """Read or measure every profile ``config`` needs on ``engines`` (names that are not engines, such as
+    an endpoint's label, need none), each grid once."""
+    for name in dict.fromkeys(e for e in engines if e in ENGINES):
+        prepare_profile(pair, replace(config, engine=name), progress)
