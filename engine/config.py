@@ -12,7 +12,7 @@ a comment saying why.
 
 from __future__ import annotations
 
-import math
+import numbers
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -41,6 +41,16 @@ CONTROLLERS = ("fixed", "feedback", "goodput", "cost")
 # engine.drafters: where a speculative engine's proposals come from
 DRAFTERS = ("model", "ngram", "model+ngram", "suffix", "suffix+model")
 DTYPES = ("float32", "bfloat16", "float16")  # --dtype: one dtype for both models
+MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed takes at most 64 bits
+FLOAT32_MAX = 3.4028234663852886e38  # sampling runs in float32: a larger temperature would be inf there
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def flag(name: str, kind: type, help: str = "", **argparse_options: Any) -> dict[str, Any]:
@@ -52,17 +62,30 @@ def flag(name: str, kind: type, help: str = "", **argparse_options: Any) -> dict
 class SamplingParams:
     # greedy by default: outputs are then checkable token for token
     temperature: float = field(default=0.0, metadata=flag("--temperature", float, "0 = greedy"))
+    # Sampled in float32: a top_p below float32's smallest positive value is 0 there, and keeps the top
+    # token alone (the top token always stays), which samples exactly what greedy decoding picks.
     top_p: float = field(default=1.0, metadata=flag("--top-p", float, "nucleus sampling mass, in (0, 1]"))
+    # An engine turns a top_k at or past its vocabulary size into None at submission (it keeps every token).
     top_k: int | None = field(default=None, metadata=flag("--top-k", int, "keep the k most likely tokens (0 = off)"))
     max_new_tokens: int = field(default=128, metadata=flag("--max-new-tokens", int, "cap on each output's length"))
     # A per-request generator: the same random numbers whatever the batch. The tokens can still differ
     # across batches, since a forward over another batch rounds the probabilities differently.
+    # A generator takes a seed of at most 64 bits.
     seed: int | None = None
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's end-of-sequence tokens
 
     def __post_init__(self) -> None:
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):  # also refuses nan
-            raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature}")
+        # every check runs here, at submission, so that no value can raise later inside a batched step
+        for name in ("temperature", "top_p"):
+            if not _is_number(getattr(self, name)):
+                raise ValueError(f"{name} must be a number, got {getattr(self, name)!r}")
+        for name in ("top_k", "max_new_tokens", "seed"):
+            value = getattr(self, name)
+            if value is not None and not _is_integer(value):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        if not (0 <= self.temperature <= FLOAT32_MAX):  # also refuses nan and infinities
+            largest = f"{FLOAT32_MAX:.4g}"
+            raise ValueError(f"temperature must be a finite number >= 0 (at most {largest}), got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k is not None and self.top_k < 1:
@@ -71,6 +94,10 @@ class SamplingParams:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.seed is not None and self.seed < 0:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
+        if self.seed is not None and self.seed > MAX_SEED:
+            raise ValueError(f"seed must be < 2**64 (a generator takes 64 bits), got {self.seed}")
+        if self.stop_token_ids is not None and not all(_is_integer(t) and t >= 0 for t in self.stop_token_ids):
+            raise ValueError(f"stop_token_ids must be non-negative integers, got {self.stop_token_ids!r}")
 
     @property
     def greedy(self) -> bool:

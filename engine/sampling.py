@@ -78,8 +78,10 @@ def probabilities(logits: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
     probs = scaled.softmax(-1)
     if bool((rows.top_p < 1).any()):
         sorted_probs, order = probs.sort(-1, descending=True)
-        # drop a token when the mass strictly before it already reaches top_p (the top token always stays)
+        # drop a token when the mass strictly before it already reaches top_p; the top token always stays,
+        # also for a top_p that is 0 in float32 (the mass before the top token, 0, would reach it)
         drop_sorted = (sorted_probs.cumsum(-1) - sorted_probs) >= rows.top_p.unsqueeze(-1)
+        drop_sorted[..., 0] = False
         drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)
         probs = probs / probs.sum(-1, keepdim=True)

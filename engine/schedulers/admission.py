@@ -1,9 +1,21 @@
-"""What a request needs before an engine admits it: a check with one message, and its KV reservation."""
+"""What a request needs before an engine admits it: its parameters as the sampler applies them, a check
+with one message, and its KV reservation."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from engine.config import SamplingParams
 from engine.models.pair import ModelPair
 from engine.request import Request
+
+
+def normalised(params: SamplingParams, vocab_size: int) -> SamplingParams:
+    """``params`` as the sampler applies them: a top_k at or past the vocabulary keeps every token, so it is off
+    (as vLLM treats it), and no huge k reaches a tensor."""
+    if params.top_k is not None and params.top_k >= vocab_size:
+        return replace(params, top_k=None)
+    return params
 
 
 def kv_reservation(request: Request) -> int:

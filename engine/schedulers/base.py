@@ -35,7 +35,8 @@ from engine.profiling.cost_profile import CostProfile
 from engine.profiling.prepare import cached_profile, needs_profile
 from engine.request import Request, RequestStatus
 from engine.sampling import SamplingRows, make_generator
-from engine.schedulers.admission import kv_reservation, request_problem
+from engine.schedulers.admission import kv_reservation, normalised, request_problem
+from engine.schedulers.isolation import RowState, restore, snapshot
 from engine.schedulers.lanes import Lane
 from engine.schedulers.stats import Counters, EngineStats, LaneStats, p95_ms
 from engine.sequence import Sequence
@@ -87,6 +88,7 @@ class Engine(ABC):
         if self.config.intra_op_threads is not None:
             torch.set_num_threads(self.config.intra_op_threads)
         for name, target in self._lane_loops().items():
+        request.params = normalised(request.params, self.pair.verifier.vocab_size)
             self.lanes[name] = Lane(name, self._guard(target), self.name)
         for lane in self.lanes.values():
             lane.thread.start()
@@ -289,6 +291,42 @@ class Engine(ABC):
             elif not seq.released:
                 self._sequences.pop(id(seq), None)
                 if seq.request.status is RequestStatus.OK:  # only a completed output teaches suffix drafting
+    def _isolated(self, seqs: list[Sequence], run: Callable[[list[Sequence]], list[Sequence]]) -> list[Sequence]:
+        """``run(seqs)`` (a prefill chunk or a step), failing only the rows that fail on their own.
+
+        If ``run`` raises for a batch, every row that emitted nothing in it is put back as it was and
+        run again alone (``engine.schedulers.isolation``); returns what ``run`` returns for each row.
+        """
+        before = snapshot(seqs)
+        try:
+            return run(seqs)
+        except Exception as exc:
+            return self._recover(before, exc, run)
+
+    def _recover(
+        self, before: list[RowState], exc: Exception, run: Callable[[list[Sequence]], list[Sequence]]
+    ) -> list[Sequence]:
+        """After ``exc`` in a batched call over the rows of ``before``: fail a lone row, re-run each row of a
+        larger batch alone. Returns the rows still running (those that had moved on included)."""
+        if len(before) == 1:
+            self._fail([before[0].seq], exc)
+            return []
+        log.warning(
+            "%s engine: a batch of %d failed (%s: %s); running its rows one by one",
+            self.name,
+            len(before),
+            type(exc).__name__,
+            exc,
+        )
+        again, moved_on = restore(before)
+        alive = self._retire(moved_on)
+        for seq in again:
+            try:
+                alive += run([seq])
+            except Exception as alone:
+                self._fail([seq], alone)
+        return alive
+
                     self.drafter.learn(seq.request.output_token_ids)
                 seq.release()
                 self.budget.release(seq.reserved_tokens)

@@ -42,21 +42,11 @@ class BaselineEngine(Engine):
             return
         with lane.busy():
             if self._prefilling:
-                batch = list(self._prefilling)
-                try:
-                    ready = self._prefill(batch)
-                except Exception as exc:
-                    self._fail(batch, exc)
-                    ready = []
+                ready = self._isolated(list(self._prefilling), self._prefill)
                 self._prefilling = self._retire([s for s in self._prefilling if not s.prefill_done])
                 self._running += ready
             if self._running:
-                batch = self._running
-                try:
-                    self._running = self._step(batch)
-                except Exception as exc:
-                    self._fail(batch, exc)
-                    self._running = []
+                self._running = self._isolated(self._running, self._step)
 
 
 class AREngine(BaselineEngine):

@@ -65,11 +65,7 @@ class PDEngine(Engine):
         batch = list(self._prefilling)
         stream = self.streams["prefill"]
         with self.arbiter.turn("prefill"), self.lanes["prefill"].busy(), stream.activate():
-            try:
-                ready = self._prefill(batch)
-            except Exception as exc:
-                self._fail(batch, exc)
-                ready = []
+            ready = self._isolated(batch, self._prefill)
             event = stream.record()
         self._prefilling = self._retire([s for s in self._prefilling if not s.prefill_done])
         for seq in ready:
@@ -101,8 +97,4 @@ class PDEngine(Engine):
             return
         batch = self._running
         with self.arbiter.turn("decode"), self.lanes["decode"].busy(), stream.activate():
-            try:
-                self._running = self._step(batch)
-            except Exception as exc:
-                self._fail(batch, exc)
-                self._running = []
+            self._running = self._isolated(batch, self._step)

@@ -32,6 +32,7 @@ from collections import deque
 
 from engine.config import EngineName
 from engine.devices import keep_for_current_stream
+from engine.schedulers.isolation import RowState, snapshot
 from engine.schedulers.pd import PDEngine
 from engine.sequence import Sequence
 from engine.stages import DraftBlock
@@ -48,6 +49,8 @@ class PDVEngine(PDEngine):
         self._qlock = threading.Lock()
         self._ready: deque[Sequence] = deque()  # sequences waiting to be drafted
         self._verify_queue: deque[DraftBlock] = deque()
+        # each queued block's rows as they were before it was drafted (id(block) -> rows), for a failed verify
+        self._drafted_from: dict[int, list[RowState]] = {}
         self._in_flight = 0  # sequences the decode lane took: being drafted, in queued or verifying blocks
         self._groups_out = 0  # groups counted in _in_flight
         self._verifying = 0  # blocks the verify lane has taken and not yet finished (0 or 1)
@@ -138,6 +141,7 @@ class PDVEngine(PDEngine):
             self._hybrid_mode = hybrid
         with self.arbiter.turn("decode"), self.lanes["decode"].busy(), stream.activate():
             ahead = self._verify_ahead()  # read once the turn is ours: waiting for it may have let a block finish
+            before = snapshot(group)
             try:
                 if hybrid:
                     alive = self._step(group, ahead)
@@ -146,9 +150,7 @@ class PDVEngine(PDEngine):
                     self._decode_latencies.append(block.draft_s)
                     block.ready_event = stream.record()
             except Exception as exc:
-                self._fail(group, exc)
-                self._return_group(len(group), [])
-                return
+                hybrid, alive = True, self._recover(before, exc, self._step)  # each row again, atomically
         if hybrid:
             event = stream.record()
             for seq in alive:
@@ -157,6 +159,7 @@ class PDVEngine(PDEngine):
             return
         with self._qlock:
             self._verify_queue.append(block)
+            self._drafted_from[id(block)] = before
         self._notify()
 
     # ----------------------------------------------------------------- verify
@@ -164,6 +167,7 @@ class PDVEngine(PDEngine):
         with self._qlock:
             block = self._verify_queue.popleft() if self._verify_queue else None
             self._verifying += block is not None
+            before = self._drafted_from.pop(id(block), None) if block is not None else None
         if block is None:
             self._idle()
             return
@@ -174,7 +178,8 @@ class PDVEngine(PDEngine):
             try:
                 alive = self._verify(block)
             except Exception as exc:
-                self._fail(block.seqs, exc)
+                # back to before the block was drafted, then each row drafted and verified alone
+                alive = self._recover(before, exc, self._step)
             keep_for_current_stream(*block.tensors())  # allocated on the decode lane's stream
             event = stream.record()
         for seq in alive:

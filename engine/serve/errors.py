@@ -10,11 +10,12 @@ running (crashed or stopping). 500: a request the engine failed alone.
 
 from __future__ import annotations
 
+import json
 from http import HTTPStatus
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
 ERROR_TYPES = {
@@ -43,8 +44,10 @@ class APIError(Exception):
         kind = ERROR_TYPES.get(self.status, "invalid_request_error" if self.status < 500 else "server_error")
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
-    def response(self) -> JSONResponse:
-        return JSONResponse(self.body(), status_code=self.status)
+    def response(self) -> Response:
+        # ASCII JSON: a message quoting the client's text (a lone surrogate, say) still encodes
+        content = json.dumps(self.body(), ensure_ascii=True, separators=(",", ":"))
+        return Response(content, status_code=self.status, media_type="application/json")
 
 
 def validation_error(exc: RequestValidationError) -> APIError:
@@ -65,14 +68,14 @@ def install_error_handlers(app: FastAPI) -> None:
     """Every error the app answers, in one shape."""
 
     @app.exception_handler(APIError)
-    async def api_error(_: Request, exc: APIError) -> JSONResponse:
+    async def api_error(_: Request, exc: APIError) -> Response:
         return exc.response()
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid(_: Request, exc: RequestValidationError) -> Response:
         return validation_error(exc).response()
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    async def http_error(_: Request, exc: HTTPException) -> Response:
         message = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
         return APIError(exc.status_code, message).response()

@@ -21,8 +21,10 @@ from engine.serve.protocol import ChatMessage
 def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessage]) -> list[int]:
     if not messages:
         raise APIError(400, "messages must not be empty", param="messages")
+    for i, message in enumerate(messages):
+        _check_unicode(message.text, f"messages.{i}.content")
     if not tokenizer.chat_template:
-        return encode_prompt(tokenizer, "\n".join(m.text for m in messages), raw=True)
+        return _encoded(tokenizer, "\n".join(m.text for m in messages), "messages")
     conversation = [{"role": m.role, "content": m.text} for m in messages]
     try:
         return encode_conversation(tokenizer, conversation)
@@ -32,9 +34,27 @@ def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[ChatMessa
 
 def completion_prompt_ids(tokenizer: PreTrainedTokenizerBase, prompt: str | list[str] | list[int]) -> list[int]:
     if isinstance(prompt, str):
-        return encode_prompt(tokenizer, prompt, raw=True)
+        return _encoded(tokenizer, prompt, "prompt")
     if all(isinstance(p, str) for p in prompt) and prompt:
         if len(prompt) != 1:
             raise APIError(400, "one prompt per request: batches of prompts are not supported", param="prompt")
-        return encode_prompt(tokenizer, prompt[0], raw=True)
+        return _encoded(tokenizer, prompt[0], "prompt")
     return list(prompt)
+
+
+def _encoded(tokenizer: PreTrainedTokenizerBase, text: str, param: str) -> list[int]:
+    """``text``'s token ids as sent; any error the tokenizer raises comes from the client's text, so is a 400."""
+    _check_unicode(text, param)
+    try:
+        return encode_prompt(tokenizer, text, raw=True)
+    except Exception as exc:
+        raise APIError(400, f"the {param} could not be tokenized: {type(exc).__name__}: {exc}", param=param) from exc
+
+
+def _check_unicode(text: str, param: str) -> None:
+    """Refuse a lone surrogate (``"\\ud800"``): valid in JSON, but no Unicode text (the tokenizer raises on it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        where = f"at character {exc.start}"
+        raise APIError(400, f"{param} holds a lone surrogate {where}, which is not Unicode text", param=param) from exc

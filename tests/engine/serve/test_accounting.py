@@ -39,17 +39,19 @@ def test_the_servers_counters_balance_under_failing_forwards_and_refusals(tiny_p
     good = [{"prompt": f"{i} apples", "max_tokens": 16, "temperature": 0, "ignore_eos": True} for i in range(24)]
     refused = [{"prompt": "x" * 3000}, {"prompt": "x", "max_tokens": 4000}]  # the engine's admission refuses these
     with uvicorn_thread(server.app) as url:
-        with injector.inject(Fault("verify", "raise", skip=3), Fault("prefill", "nan")) as hits:
+        # each fault's first hit fails a batch whose rows then run alone, and its second fails one of them: two
+        # to four requests fail whatever the batches were (a first hit on a lone row fails that row alone)
+        with injector.inject(Fault("verify", "raise", skip=3, times=2), Fault("prefill", "nan", times=2)) as hits:
             statuses = asyncio.run(_send(url, good + refused))
         statuses += asyncio.run(_send(url, good[:8]))  # after the faults: all served
         assert wait_until(lambda: server.engine.stats().unfinished == 0)
         submitted, ended, unfinished = _counters(httpx.get(f"{url}/metrics").text)
-    assert hits.count == 2
+    assert hits.count == 4
     outcomes = Counter(str(r.status) for r in server.submitted)
     assert submitted == len(server.submitted) == len(good) + len(refused) + 8
     assert ended == {s: outcomes.get(s, 0) for s in ("ok", "failed", "cancelled", "rejected")}
     assert submitted == sum(ended.values()) and unfinished == 0
-    assert ended["failed"] >= 2 and ended["ok"] >= 8 and ended["rejected"] == 2
+    assert 2 <= ended["failed"] <= 4 and ended["ok"] >= 8 + len(good) - 4 and ended["rejected"] == 2
     assert Counter(statuses) == {200: ended["ok"], 500: ended["failed"], 400: 2}
 
 
