@@ -1,13 +1,13 @@
 """One prompt through one engine, for the Inspect page.
 
-The worker builds the engine with ``engine.schedulers.base.make_engine``, submits a single
+The worker builds the engine with ``engine.schedulers.registry.make_engine``, submits a single
 ``Request`` and waits for it; the view carries the finished request and its
 output cut into coloured pieces (``dashboard.token_view``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dashboard.launch import POLL_S, Launch, LaunchStatus, PairLoader
 from dashboard.token_view import TokenPiece, token_pieces
@@ -49,6 +49,7 @@ class InspectLaunch(Launch):
         self._pieces: tuple[TokenPiece, ...] = ()
 
     def _work(self) -> str | None:
+        from engine.profiling import prepare_profile
         from engine.schedulers.registry import make_engine
 
         spec = self.spec
@@ -56,7 +57,11 @@ class InspectLaunch(Launch):
         if self._cancel.is_set():
             return None
         request = Request("inspect", pair.encode_prompt(spec.prompt), spec.params, prompt=spec.prompt)
-        engine = make_engine(spec.engine, pair, spec.config)
+        config = replace(spec.config, engine=spec.engine)
+        profile = prepare_profile(pair, config, self._progress)  # once per machine, with its own message
+        if self._cancel.is_set():
+            return None
+        engine = make_engine(spec.engine, pair, config, profile)
         self._running(f"Generating with {spec.engine}")
         engine.start()
         try:

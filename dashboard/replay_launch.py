@@ -27,6 +27,7 @@ from pathlib import Path
 from dashboard.launch import POLL_S, Launch, PairLoader
 from dashboard.replay_spec import ReplaySpec
 from dashboard.replay_view import ReplayView, RunState, RunView, run_view
+from engine.profiling import prepare_profiles
 from workloads.drivers.arrivals import ArrivalPolicy
 from workloads.drivers.environment import run_context
 from workloads.drivers.job import JobState, ReplayJob
@@ -80,6 +81,10 @@ class ReplayLaunch(Launch):
             trace = load_trace(spec.dataset, pair, spec.num_requests, spec.seed, spec.params.max_new_tokens, sampled)
         except _Stopped:  # Stop pressed while the trace was being sampled: start no engine
             return None
+        if self._cancel.is_set():
+            return None
+        # the cost controller's step costs: measured once per machine, with its own message, before any engine
+        prepare_profiles(pair, spec.config, spec.engines, self._progress)
         if self._cancel.is_set():
             return None
         meta = {

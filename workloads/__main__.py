@@ -77,6 +77,8 @@ def replay_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from engine.models.pair import load_model_pair
+    from engine.profiling import prepare_profiles
+    from engine.terminal_progress import progress_bar
     from workloads.drivers.environment import run_context
     from workloads.drivers.mt_bench import run_mt_bench
     from workloads.drivers.sweep import RunNotWritten, SweepProgress, run_sweep, setting_limits
@@ -116,6 +118,8 @@ def replay_command(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("interrupted before the first run: nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    with progress_bar() as measuring:  # the cost controller's step costs: once per machine, before any run
+        prepare_profiles(pair, plan.config, plan.engines, measuring)
     meta = {
         "invocation": {
             "argv": sys.argv[1:],
