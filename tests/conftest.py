@@ -32,13 +32,11 @@ def tiny_pair(profiles_dir):
     Engines never measure their profile (``engine.profiling``); a test whose config changes the grid
     (``--max-batch-size``, ``--max-draft-len``) runs ``prepare_profile`` itself.
     """
-    from engine.config import EngineConfig
     from engine.models.pair import load_model_pair
-    from engine.profiling import prepare_profiles
+    from engine.profiling import prepare_default_profiles
 
     pair = load_model_pair("tiny", device="cpu")
-    for drafter in ("ngram", "model"):  # without and with draft forwards
-        prepare_profiles(pair, EngineConfig(drafter=drafter), ["baseline"])
+    prepare_default_profiles(pair)
     return pair
 
 

@@ -19,13 +19,21 @@ own step, never a side effect of building an engine:
 """
 
 from engine.profiling.cost_profile import CostProfile, ProfileShape
-from engine.profiling.prepare import ProfileMissing, needs_profile, prepare_profile, prepare_profiles, profile_shape
+from engine.profiling.prepare import (
+    ProfileMissing,
+    needs_profile,
+    prepare_default_profiles,
+    prepare_profile,
+    prepare_profiles,
+    profile_shape,
+)
 
 __all__ = [
     "CostProfile",
     "ProfileMissing",
     "ProfileShape",
     "needs_profile",
+    "prepare_default_profiles",
     "prepare_profile",
     "prepare_profiles",
     "profile_shape",

@@ -60,3 +60,10 @@ def prepare_profiles(
     an endpoint's label, need none), each grid once."""
     for name in dict.fromkeys(e for e in engines if e in ENGINES):
         prepare_profile(pair, replace(config, engine=name), progress)
+
+
+def prepare_default_profiles(pair: ModelPair, progress: ProgressFn = no_progress) -> None:
+    """Read or measure the default grid without and with draft forwards: between them they serve every config
+    within the default --max-batch-size and --max-draft-len, whatever its drafter (for suites of many configs)."""
+    for drafter in ("ngram", "model"):
+        prepare_profile(pair, EngineConfig(engine="baseline", drafter=drafter), progress)

@@ -215,10 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/drafter-bench")
     args = parser.parse_args(argv)
     from engine.models.pair import load_model_pair
+    from engine.profiling import prepare_default_profiles
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     pair = load_model_pair(args.preset)
+    prepare_default_profiles(pair)  # the step costs the cost controller reads: once per machine, first
     parts = args.parts.split(",")
     loads = [int(c) for c in args.loads.split(",")]
     held_out = load_trace(DatasetSpec(str(HELD_OUT)), pair, max(args.prompts, 2 * max(loads)), seed=0)

@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.docs} from {args.render_docs}")
         return 0
     from engine.models.pair import load_model_pair
+    from engine.profiling import prepare_default_profiles
+    from engine.terminal_progress import progress_bar
     from workloads.drivers.environment import run_context
 
     parts = parse_parts(args.parts)
@@ -113,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     began, start = datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter()
     load_before = os.getloadavg()  # what else kept the machine busy: recorded with the figures
     pair = load_model_pair(preset=args.preset, device=args.device)
+    with progress_bar() as measuring:  # the step costs every part's engines read: once per machine, first
+        prepare_default_profiles(pair, measuring)
     context = run_context(pair)
     ctx = BenchContext(pair, settings, out, {**context, "invocation": {"argv": sys.argv[1:]}})
     results, timings = [], {}
