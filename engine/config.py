@@ -194,6 +194,24 @@ class EngineConfig:
             'suffix drafters: JSON file {"sequences": [[token, ...], ...]} the global tree learns first',
         ),
     )
+    # suffix drafters: the global tree's memory bound, oldest outputs evicted first; 65,536 tokens (about 700
+    # chat answers of 96 tokens) take about 27 MB (410 bytes per token measured over 300 SmolLM2 answers)
+    suffix_tree_tokens: int = field(
+        default=65_536, metadata=flag("--suffix-tree-tokens", int, "suffix drafters: tokens the global tree keeps")
+    )
+    # a token is proposed while its estimated probability is at least this (vLLM's suffix_decoding_min_token_prob)
+    suffix_min_prob: float = field(
+        default=0.1,
+        metadata=flag("--suffix-min-prob", float, "suffix drafters: least estimated probability of a proposed token"),
+    )
+    suffix_warmup: str | None = field(
+        default=None,  # None: the tree starts empty and learns from this engine's completed requests only
+        metadata=flag(
+            "--suffix-warmup",
+            str,
+            'suffix drafters: JSON file {"sequences": [[token, ...], ...]} the global tree learns first',
+        ),
+    )
     # running requests; beyond this CPU step time grows faster than throughput
     max_batch_size: int = field(default=32, metadata=flag("--max-batch-size", int, "running requests at most"))
     # KV budget in tokens per model; requests wait rather than exceed it
@@ -233,6 +251,11 @@ class EngineConfig:
             "--concurrent-lanes", int, "lanes that may run on the device at once (0 = auto: one on a CPU, all on CUDA)"
         ),
     )
+
+    @property
+    def drafts_with_model(self) -> bool:
+        """Whether the drafter runs the draft model (its forwards then need timing and caches)."""
+        return self.drafter in ("model", "model+ngram", "suffix+model")
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:

@@ -1,8 +1,9 @@
 """Inspect: one prompt through one engine, token by token.
 
 The output is painted by how each token was produced (accepted draft token,
-correction, bonus, first / plain decode), and a bar chart shows every verify
-step's draft length and accepted count (``Request.steps``).
+correction, bonus, first / plain decode), a bar chart shows every verify
+step's draft length and accepted count (``Request.steps``), and a table the
+proposals per source (draft model, prompt lookup, suffix drafting).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dashboard.inspect_launch import InspectLaunch, InspectSpec, InspectView
 from dashboard.settings import ENGINE_ORDER, preset_options
 from dashboard.token_view import legend_html, pieces_html
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from metrics.draft_sources import source_tallies
 from metrics.request_metrics import request_metrics
 from presentation import figures
 from presentation.palette import engine_label
@@ -84,6 +86,10 @@ def output_card() -> None:
     cols[4].metric("TTFT (ms)", tables.fmt(m.ttft_ms))
     cols[5].metric("TPOT (ms)", tables.fmt(m.tpot_ms, digits=1))
     st.plotly_chart(figures.step_bars(tables.steps_frame(request), view.spec.engine), key="inspect.chart.steps")
+    tallies = source_tallies(request.steps)
+    if tallies:  # where the proposals came from: the draft model, prompt lookup, suffix drafting's two sides
+        st.caption("Proposals per source")
+        st.dataframe([t.row() for t in tallies], hide_index=True)
 
 
 controls.status_card("inspect", current_view, "Write a prompt, pick an engine, then press **Start**.", describe_end)

@@ -205,7 +205,9 @@ def _controller(prefix: str) -> ControllerConfig:
 DRAFTER_HELP = (
     "model: the draft model proposes; ngram: prompt lookup, proposing what followed the context's own latest "
     "suffix earlier in the prompt or output (no model forward); model+ngram: the lookup where it finds one, "
-    "else the draft model"
+    "else the draft model; suffix: the most frequent continuation of the latest tokens in the request itself or "
+    "in the outputs of the requests this engine completed before (no model forward); suffix+model: that where "
+    "it finds one, else the draft model"
 )
 
 

@@ -347,6 +347,9 @@ def test_inspect_paints_each_token_by_kind_and_charts_the_steps(runs_dir):
     assert 1 <= int(outputs["output tokens"]) <= 12
     steps = charts(at)["inspect.chart.steps"]["data"]
     assert [t["name"] for t in steps] == ["drafted", "accepted"]
+    # the page's first drafter is the draft model, which drafts at every step: its proposals are tallied
+    assert any(c.value == "Proposals per source" for c in at.caption)
+    assert list(at.dataframe[-1].value["source"]) == ["model"]
     assert wait_for_no_threads() == []
 
 

@@ -7,8 +7,9 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from engine.draft_source import SourceKind
 from engine.serve.metrics import BUSY_WINDOW_S, EngineCollector
-from tests.support.serve import MODEL, served
+from tests.support.serve import MODEL, served, wait_until
 
 VLLM_SERIES = {
     "vllm:num_requests_running",
@@ -122,3 +123,20 @@ def test_lane_busy_fraction_covers_the_recent_window(tiny_pair):
     assert collector._busy_fractions(now - 4.0, {lane: 3.0})[lane] == pytest.approx(0.5)  # since start: 3 of 6 s
     assert collector._busy_fractions(now, {lane: 3.0})[lane] == pytest.approx(0.3)  # no snapshot 5 s old but start
     assert collector._busy_fractions(now + 2.0, {lane: 5.0})[lane] == pytest.approx(2 / 6)  # the newest >= 5 s old
+
+
+def test_the_server_keeps_one_suffix_tree_across_requests(tiny_pair):
+    server = served(tiny_pair, "baseline", drafter="suffix")
+    body = {"prompt": "say it again", "max_tokens": 16, "temperature": 0, "ignore_eos": True}
+    tree = ("pdverify:suffix_tree_size", (("unit", "sequences"),))
+    with TestClient(server.app) as client:
+        first = client.post("/v1/completions", json=body).json()["choices"][0]["text"]
+        # the engine teaches its tree as it retires a request, just after the answer went out
+        assert wait_until(lambda: scrape(client)[tree] == 1)
+        second = client.post("/v1/completions", json=body).json()["choices"][0]["text"]
+        assert wait_until(lambda: scrape(client)[tree] == 2)
+        held = scrape(client)[("pdverify:suffix_tree_size", (("unit", "tokens"),))]
+    assert second == first and held == 32
+    # the second request drafted from the first one's output, which only the global tree holds
+    steps = server.submitted[1].steps
+    assert any(s.source is not None and s.source.kind is SourceKind.GLOBAL and s.accepted for s in steps)
