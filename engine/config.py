@@ -176,24 +176,6 @@ class EngineConfig:
     prompt_lookup_max: int = field(
         default=4, metadata=flag("--prompt-lookup-max", int, "ngram drafters: longest suffix looked up")
     )
-    # suffix drafters: the global tree's memory bound; 65,536 tokens (about 680 outputs of 96 tokens) keep it
-    # near 40 MB of Python objects, and the oldest outputs go first
-    suffix_tree_tokens: int = field(
-        default=65_536, metadata=flag("--suffix-tree-tokens", int, "suffix drafters: tokens the global tree keeps")
-    )
-    # a token is proposed while its estimated probability is at least this (vLLM's suffix_decoding_min_token_prob)
-    suffix_min_prob: float = field(
-        default=0.1,
-        metadata=flag("--suffix-min-prob", float, "suffix drafters: least estimated probability of a proposed token"),
-    )
-    suffix_warmup: str | None = field(
-        default=None,  # None: the tree starts empty and learns from this engine's completed requests only
-        metadata=flag(
-            "--suffix-warmup",
-            str,
-            'suffix drafters: JSON file {"sequences": [[token, ...], ...]} the global tree learns first',
-        ),
-    )
     # suffix drafters: the global tree's memory bound, oldest outputs evicted first; 65,536 tokens (about 700
     # chat answers of 96 tokens) take about 27 MB (410 bytes per token measured over 300 SmolLM2 answers)
     suffix_tree_tokens: int = field(
