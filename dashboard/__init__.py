@@ -3,18 +3,17 @@
 Launches (background work, one at a time on the device):
 
 * ``run_manager``    – ``RunManager``: loaded model pairs, the active launch, the latest of each kind;
-* ``launch``         – the ``Launch`` worker thread and its ``LaunchState``;
+* ``launch``         – ``Launch``, the one background worker: a thread, a cancel event and a status
+                       whose state is ``workloads.drivers.run_state.RunState``;
 * ``replay_spec``    – ``ReplaySpec``: what a Start on the Live run or Sweep page asks for;
-* ``replay_launch``  – comparisons and sweeps, run by ``workloads.drivers.job.ReplayJob``;
-* ``replay_view``    – ``ReplayView``/``RunView``: where every run stands, from the workloads harness;
+* ``replay_launch``  – comparisons and sweeps, run by the launch itself (``run_sweep``); its ``ReplayView``
+                       holds one ``RunSnapshot`` per run, pulled by the page;
 * ``inspect_launch`` – one prompt through one engine (Inspect page).
 
-What the pages draw:
+What the pages draw (the figures and colours are ``presentation``'s):
 
 * ``tables``     – the views as DataFrames, through ``metrics``;
 * ``comparison`` – every run against AR ("× AR") and the tables as shown: human headers, units, "—";
-* ``figures``    – pure Plotly builders (DataFrame -> Figure);
-* ``palette``    – engine and token-kind colours and names, defined once;
 * ``token_view`` – the Inspect page's output painted token by token.
 
 And: ``settings`` (where runs go, what every widget starts at), ``uploads``

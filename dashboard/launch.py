@@ -3,14 +3,14 @@
 A launch owns one worker thread. The worker loads the model pair through the
 run manager (cached per preset and device; the loader's progress callback only
 stores a message and a fraction, which the page shows) and then does the
-launch's work (``dashboard.replay_launch``, ``dashboard.inspect_launch``).
-Nothing here calls Streamlit: pages read ``status()`` and the subclasses'
-``view()``, which return immutable values.
+launch's work (``dashboard.replay_launch`` runs the sweeps itself,
+``dashboard.inspect_launch`` one request). Nothing here calls Streamlit: pages
+read ``status()`` and the subclasses' ``view()``, which return immutable values.
+A launch's state is a ``RunState``, the one state enum of a run's life.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 import time
@@ -20,31 +20,24 @@ from dataclasses import dataclass
 
 from engine.models.gguf_cache import ProgressFn
 from engine.models.pair import ModelPair
+from workloads.drivers.run_state import RunState
 
 log = logging.getLogger(__name__)
 
 PairLoader = Callable[[str, str, ProgressFn], ModelPair]  # (preset, device, progress) -> pair
-POLL_S = 0.2  # how often a worker re-checks cancel and finished work: Stop feels immediate
-
-
-class LaunchState(enum.StrEnum):
-    LOADING = "loading"  # loading the model pair, sampling the trace
-    RUNNING = "running"  # the engines run
-    DONE = "done"
-    CANCELLED = "cancelled"  # Stop was pressed; what was measured before is kept
-    FAILED = "failed"  # ``LaunchStatus.error`` says why; what was measured before is kept
+POLL_S = 0.2  # how often the Inspect worker re-checks cancel while its request runs: Stop feels immediate
 
 
 @dataclass(frozen=True)
 class LaunchStatus:
-    state: LaunchState
+    state: RunState  # LOADING (the model pair, the trace) -> RUNNING -> DONE, CANCELLED or FAILED
     message: str  # what the worker is doing (model loading steps, trace sampling)
     fraction: float  # progress of what `message` names (model loading, trace sampling), 0..1
     error: str | None
 
     @property
     def active(self) -> bool:
-        return self.state in (LaunchState.LOADING, LaunchState.RUNNING)
+        return self.state.underway
 
 
 class Launch:
@@ -58,7 +51,7 @@ class Launch:
         self._load_pair = load_pair
         self._cancel = threading.Event()
         self._lock = threading.Lock()
-        self._status = LaunchStatus(LaunchState.LOADING, "Starting", 0.0, None)
+        self._status = LaunchStatus(RunState.LOADING, "Starting", 0.0, None)
         self._thread = threading.Thread(target=self._main, name=f"pdv-{self.kind}-launch", daemon=True)
 
     def start(self) -> None:
@@ -90,7 +83,7 @@ class Launch:
         except Exception as exc:  # shown on the page; what was measured before stays
             log.exception("%s launch %s failed", self.kind, self.id)
             error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        state = LaunchState.FAILED if error else LaunchState.CANCELLED if self._cancel.is_set() else LaunchState.DONE
+        state = RunState.FAILED if error else RunState.CANCELLED if self._cancel.is_set() else RunState.DONE
         with self._lock:
             self._status = LaunchStatus(state, self._status.message, self._status.fraction, error)
 
@@ -101,7 +94,7 @@ class Launch:
     def _running(self, message: str) -> None:
         """The model pair is loaded and the work proper starts."""
         with self._lock:
-            self._status = LaunchStatus(LaunchState.RUNNING, message, 1.0, None)
+            self._status = LaunchStatus(RunState.RUNNING, message, 1.0, None)
 
     def _pair(self, preset: str, device: str) -> ModelPair:
         self._progress(f"Loading the {preset} model pair", 0.0)

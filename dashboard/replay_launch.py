@@ -1,38 +1,47 @@
 """Comparisons and sweeps: a trace replayed on every chosen engine at every load point.
 
-The worker samples the trace once, then runs it:
+The launch's worker samples the trace once, then runs the sweeps itself
+(``workloads.drivers.sweep.run_sweep``):
 
-* sequential (the default): one ``ReplayJob`` over every engine and load point,
-  one run after another on the identical trace, each engine alone on the device,
+* sequential (the default): one sweep over every engine and load point, one
+  run after another on the identical trace, each engine alone on the device,
   then the endpoint (an OpenAI-compatible server) at the same load point;
-* simultaneous: one ``ReplayJob`` per engine and per endpoint, all at once,
-  the engines sharing the device.
+* simultaneous: one sweep per engine and per endpoint, all at once on a thread
+  each, the engines sharing the device.
 
-Either way every job writes each run to the launch's directory as it ends,
-through ``workloads.drivers.sweep.RunWriter`` – the writer the CLI uses – with the run
-manager's write lock, so simultaneous jobs append one run at a time. A job that
-fails (a run file that cannot be written) ends the launch: the other jobs are
-cancelled, so no engine outlives its launch.
+Either way every sweep writes each run to the launch's directory as it ends,
+through ``workloads.drivers.sweep.RunWriter`` – the writer the CLI uses – with
+the run manager's write lock, so simultaneous sweeps append one run at a time.
+All sweeps share the launch's cancel event: Stop reaches every engine at once,
+and a sweep that fails (a run file that cannot be written) sets it too, so no
+engine outlives its launch.
 
-``view()`` says where every run stands (``dashboard.replay_view``).
+``view()`` says where every run stands: one ``RunSnapshot`` per run, pulled
+from the sweeps' live runs and finished results, never pushed.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
-import time
-from dataclasses import dataclass
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from dashboard.launch import POLL_S, Launch, PairLoader
+from dashboard.launch import Launch, LaunchStatus, PairLoader
 from dashboard.replay_spec import ReplaySpec
-from dashboard.replay_view import ReplayView, RunState, RunView, run_view
 from engine.profiling import prepare_profiles
-from workloads.drivers.arrivals import ArrivalPolicy
 from workloads.drivers.environment import run_context
-from workloads.drivers.job import JobState, ReplayJob
-from workloads.drivers.sweep import RunWriter
-from workloads.drivers.trace import load_trace
+from workloads.drivers.live import LiveRun, RunSnapshot
+from workloads.drivers.replay import PairLike
+from workloads.drivers.run_result import RunResult
+from workloads.drivers.run_spec import RunHooks, RunSpec
+from workloads.drivers.run_state import RunState
+from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep
+from workloads.drivers.trace import Trace, load_trace
+
+log = logging.getLogger(__name__)
 
 
 class _Stopped(Exception):
@@ -40,9 +49,27 @@ class _Stopped(Exception):
 
 
 @dataclass(frozen=True)
-class _Job:
-    job: ReplayJob
-    runs: list[tuple[str, ArrivalPolicy]]  # this job's runs, in its order
+class ReplayView:
+    launch_id: str
+    spec: ReplaySpec
+    status: LaunchStatus
+    runs: tuple[RunSnapshot, ...]  # in ``spec.run_order()``
+    out_dir: Path
+
+    @property
+    def results(self) -> tuple[RunResult, ...]:
+        return tuple(r.result for r in self.runs if r.result is not None)
+
+
+@dataclass
+class _Sweep:
+    """One sweep of the launch; ``results`` and ``ended`` are guarded by the launch's lock."""
+
+    plan: SweepPlan
+    runs: list[RunSpec]  # in its order
+    live: LiveRun = field(default_factory=LiveRun)
+    results: list[RunResult] = field(default_factory=list)
+    ended: bool = False
 
 
 class ReplayLaunch(Launch):
@@ -54,15 +81,8 @@ class ReplayLaunch(Launch):
         self.spec = spec
         self.out_dir = out_dir
         self._writer = RunWriter(out_dir, write_lock)
-        self._jobs: list[_Job] = []
+        self._sweeps: list[_Sweep] = []
         self._planned = spec.num_requests  # requests in the trace, once it is sampled
-
-    def cancel(self) -> None:
-        super().cancel()
-        with self._lock:
-            jobs = list(self._jobs)
-        for j in jobs:
-            j.job.cancel()
 
     def _work(self) -> str | None:
         spec = self.spec
@@ -97,36 +117,60 @@ class ReplayLaunch(Launch):
             },
             **run_context(pair),
         }
-        jobs = []
-        for engines, endpoints in spec.job_groups():
-            plan = spec.plan(engines, endpoints)
-            jobs.append(_Job(ReplayJob.start(pair, trace, plan, self._writer, meta), plan.runs()))
+        sweeps = [_Sweep(plan, plan.runs()) for plan in (spec.plan(e, p) for e, p in spec.job_groups())]
         with self._lock:
-            self._jobs = jobs
-            self._planned = len(trace.items)
+            self._sweeps, self._planned = sweeps, len(trace.items)
         self._running(f"Running {len(spec.run_order())} run(s)")
-        if self._cancel.is_set():  # Stop pressed while the jobs were being created
-            self.cancel()
-        while not all(j.job.wait(0) for j in jobs):  # Stop reaches the jobs directly, through cancel()
-            if any(j.job.snapshot().state == JobState.FAILED for j in jobs):
-                self.cancel()  # a job that failed ends the launch, and so every other engine
-            time.sleep(POLL_S)
-        errors = [s.error for s in (j.job.snapshot() for j in jobs) if s.error]
-        return "; ".join(dict.fromkeys(errors)) or None  # simultaneous jobs may fail alike (the same directory)
+        if len(sweeps) == 1:
+            errors = [self._sweep(sweeps[0], pair, trace, meta)]
+        else:
+            with ThreadPoolExecutor(len(sweeps), thread_name_prefix=f"pdv-{self.kind}-sweep") as pool:
+                errors = list(pool.map(lambda s: self._sweep(s, pair, trace, meta), sweeps))
+        # simultaneous sweeps may fail alike (the same directory): each message once
+        return "; ".join(dict.fromkeys(e for e in errors if e)) or None
+
+    def _sweep(self, sweep: _Sweep, pair: PairLike, trace: Trace, meta: dict) -> str | None:
+        """Run one sweep on this thread; its error message, or None. A failure stops the launch's other sweeps."""
+
+        def finished(result: RunResult) -> None:
+            with self._lock:
+                sweep.results.append(result)
+
+        try:
+            run_sweep(pair, trace, sweep.plan, self._writer, meta, RunHooks(self._cancel, None, finished, sweep.live))
+            return None
+        except Exception as exc:  # shown on the page; what was measured before stays
+            log.exception("%s launch %s: a sweep failed", self.kind, self.id)
+            self.cancel()  # a sweep that failed ends the launch, and so every other engine
+            return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        finally:
+            with self._lock:
+                sweep.ended = True
 
     def view(self) -> ReplayView:
         with self._lock:
-            jobs = list(self._jobs)
+            sweeps = [(s, tuple(s.results), s.ended) for s in self._sweeps]
             total = self._planned
-        snapshots = [j.job.snapshot() for j in jobs]
         runs = []
-        for engine, policy in self.spec.run_order():
-            place = next(
-                ((k, j.runs.index((engine, policy))) for k, j in enumerate(jobs) if (engine, policy) in j.runs), None
-            )
+        for run in self.spec.run_order():
+            place = next(((s, r, e) for s, r, e in sweeps if run in s.runs), None)
             if place is None:
-                runs.append(RunView.empty(engine, policy, RunState.WAITING, total))
+                runs.append(RunSnapshot.empty(run.engine, run.policy, RunState.WAITING, total))
                 continue
-            k, index = place
-            runs.append(run_view(engine, policy, snapshots[k], index, total))
+            sweep, results, ended = place
+            runs.append(_where(run, sweep.runs.index(run), results, ended, sweep.live, total))
         return ReplayView(self.id, self.spec, self.status(), tuple(runs), self.out_dir)
+
+
+def _where(
+    run: RunSpec, index: int, results: tuple[RunResult, ...], ended: bool, live: LiveRun, total: int
+) -> RunSnapshot:
+    """Where run ``index`` of a sweep stands. A sweep runs its runs in order; ``results`` are the ended ones."""
+    if index < len(results):
+        return RunSnapshot.ended(results[index], total)
+    if ended or index > len(results):
+        return RunSnapshot.empty(run.engine, run.policy, RunState.SKIPPED if ended else RunState.WAITING, total)
+    snapshot = live.snapshot()
+    if snapshot.state.ended:  # the previous run's data, before this run resets it
+        return RunSnapshot.empty(run.engine, run.policy, RunState.STARTING, total)
+    return snapshot

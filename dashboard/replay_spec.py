@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from engine.config import EngineConfig, SamplingParams
 from metrics.summary import SLO
 from workloads.drivers.arrivals import ArrivalPolicy
+from workloads.drivers.run_spec import RunSettings, RunSpec
 from workloads.drivers.sweep import SweepPlan
 from workloads.drivers.trace import DatasetSpec
 from workloads.endpoint.spec import EndpointSpec
@@ -27,7 +28,7 @@ class ReplaySpec:
     config: EngineConfig
     params: SamplingParams
     slo: SLO | None = None
-    simultaneous: bool = False  # one job per engine, all at once: they share the device
+    simultaneous: bool = False  # one sweep per engine, all at once: they share the device
     seed: int = 0
     device: str = "auto"
     endpoints: tuple[EndpointSpec, ...] = ()  # OpenAI-compatible servers, run after the engines
@@ -40,15 +41,20 @@ class ReplaySpec:
         if self.num_requests < 1:
             raise ValueError("the number of requests must be at least 1")
 
+    @property
+    def settings(self) -> RunSettings:
+        """What every run of the launch shares."""
+        return RunSettings(self.config, self.params, self.slo)
+
     def plan(self, engines: tuple[str, ...], endpoints: tuple[EndpointSpec, ...] = ()) -> SweepPlan:
-        return SweepPlan(engines, self.policies, self.config, self.params, self.slo, endpoints=endpoints)
+        return SweepPlan(engines, self.policies, self.settings, endpoints)
 
     def job_groups(self) -> list[tuple[tuple[str, ...], tuple[EndpointSpec, ...]]]:
-        """The (engines, endpoints) of each job: one job for all, or one each when simultaneous."""
+        """The (engines, endpoints) of each sweep: one sweep for all, or one each when simultaneous."""
         if self.simultaneous:
             return [((e,), ()) for e in self.engines] + [((), (e,)) for e in self.endpoints]
         return [(self.engines, self.endpoints)]
 
-    def run_order(self) -> list[tuple[str, ArrivalPolicy]]:
+    def run_order(self) -> list[RunSpec]:
         """Every run of the launch, load point by load point, every engine and then every endpoint at each."""
         return self.plan(self.engines, self.endpoints).runs()

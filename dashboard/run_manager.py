@@ -66,10 +66,6 @@ class RunManager:
         finally:
             lock.release()
 
-    def loaded_pairs(self) -> tuple[tuple[str, str], ...]:
-        with self._lock:
-            return tuple(self._pairs)
-
     # --------------------------------------------------------------- launches
     def start(self, spec: ReplaySpec | InspectSpec) -> tuple[Launch, bool]:
         """Start a launch for ``spec``; ``(launch, True)``, or ``(the active launch, False)`` if one runs."""

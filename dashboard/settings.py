@@ -65,7 +65,7 @@ def _replay_defaults(prefix: str) -> dict[str, Any]:
         f"{prefix}.temperature": 0.0,  # greedy: every engine must then produce the same text
         f"{prefix}.drafter": EngineConfig().drafter,
         f"{prefix}.controller": ControllerConfig().kind,
-        f"{prefix}.draft_len": 4,
+        f"{prefix}.draft_len": ControllerConfig().draft_len,
         f"{prefix}.bounds": (1, 8),  # feedback/goodput: beyond 8 a small draft's acceptance rarely pays
         f"{prefix}.draft_confidence": _slider_gate(),
         f"{prefix}.slo": False,
@@ -100,6 +100,6 @@ def session_defaults() -> dict[str, Any]:
         "inspect.max_new_tokens": 64,
         "inspect.temperature": 0.0,
         "inspect.drafter": EngineConfig().drafter,
-        "inspect.draft_len": 4,
+        "inspect.draft_len": ControllerConfig().draft_len,
         "inspect.draft_confidence": _slider_gate(),
     }

@@ -14,10 +14,10 @@ from dataclasses import fields
 
 import pandas as pd
 
-from dashboard.replay_view import RunView
 from engine.request import Request
 from metrics.frames import RunFrames, live_frames, position_frame, timeseries_frame
 from metrics.timeseries import TimeseriesRow
+from workloads.drivers.live import RunSnapshot
 from workloads.drivers.run_result import RunResult
 
 REQUEST_FIELDS = (
@@ -37,7 +37,7 @@ class SeriesFrames:
         self._lock = threading.Lock()
         self._frames: dict[tuple[str, str], tuple[tuple[TimeseriesRow, ...], pd.DataFrame]] = {}
 
-    def get(self, run: RunView) -> pd.DataFrame:
+    def get(self, run: RunSnapshot) -> pd.DataFrame:
         key, rows = (run.engine, run.load), run.timeseries
         with self._lock:
             cached = self._frames.get(key)
@@ -54,7 +54,7 @@ class SeriesFrames:
         return frame
 
 
-def runs_timeseries(runs: Sequence[RunView], frames: SeriesFrames | None = None) -> pd.DataFrame:
+def runs_timeseries(runs: Sequence[RunSnapshot], frames: SeriesFrames | None = None) -> pd.DataFrame:
     """Every time series row of ``runs`` (all ``TimeseriesRow`` fields) plus ``engine`` and ``load``."""
     frames = frames if frames is not None else SeriesFrames()
     parts = [frames.get(run) for run in runs if run.timeseries]
@@ -63,7 +63,7 @@ def runs_timeseries(runs: Sequence[RunView], frames: SeriesFrames | None = None)
     return pd.concat(parts, ignore_index=True)
 
 
-def runs_requests(runs: Sequence[RunView]) -> pd.DataFrame:
+def runs_requests(runs: Sequence[RunSnapshot]) -> pd.DataFrame:
     """One row per finished request of ``runs``: ``engine``, ``load`` and ``REQUEST_FIELDS``."""
     rows = [
         {"engine": run.engine, "load": run.load, **{name: getattr(m, name) for name in REQUEST_FIELDS}}
@@ -104,7 +104,7 @@ def steps_frame(request: Request) -> pd.DataFrame:
     )
 
 
-def times_ar(runs: Sequence[RunView]) -> dict[str, float]:
+def times_ar(runs: Sequence[RunSnapshot]) -> dict[str, float]:
     """Each run's output tokens/s over AR's in the same view (empty until AR has a figure)."""
     ar = next((r.summary.output_tok_s for r in runs if r.engine == "ar" and r.summary is not None), None)
     if not ar:

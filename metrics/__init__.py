@@ -6,13 +6,20 @@ Data flows one way::
     engine.stats()  ──► timeseries (+ device probe) ──┘              │
                                                         runs ◄───────┘ (dashboard)
 
+* ``run_key``         – a run's identity: engine, load, id.
 * ``request_metrics`` – per request TTFT, TPOT, ITL, E2E, queue wait.
 * ``summary``         – per run throughput, percentiles, acceptance, goodput.
-* ``timeseries``      – a sampler thread turning ``engine.stats()`` snapshots into rows.
-* ``device``          – GPU counters through NVML, or CPU/RSS through psutil, never silently.
+* ``timeseries``      – a sampler thread turning ``engine.stats()`` snapshots (``EngineStats``) into rows.
+* ``server_metrics``  – a server's Prometheus ``/metrics`` page read for an endpoint run's time series.
+* ``device``          – GPU counters through NVML (``nvml_probe``), or CPU/RSS through psutil
+                        (``host_probe``), never silently; ``device_types`` – what a probe reports.
 * ``schema``/``export``/``runs`` – the CSV/JSONL/JSON files and reading them back.
+* ``frames``          – pandas views of runs, identical whether built live or read back.
+* ``comparison``      – every run against AR at the same load ("× AR") and how summary columns read.
 
-Nothing here imports torch or streamlit: the dashboard and the CSV readers can
-use this package without loading a model. ``METRICS.md`` beside this file lists
-every definition and column.
+Nothing here imports torch, Streamlit or Plotly (figures are ``presentation``'s):
+the dashboard and the CSV readers can use this package without loading a model.
+It reads the engine's ``Request`` and ``EngineStats`` types (``engine.request``,
+``engine.schedulers.stats``), which load no torch. ``METRICS.md`` beside this
+file lists every definition and column.
 """

@@ -24,8 +24,9 @@ the previous snapshot (``t_s`` is the window's end, seconds since the run's star
 
 Rows are immutable and the row list is only ever read as a tuple snapshot, so
 the dashboard can poll ``rows`` from another thread while the sampler appends.
-This module reads engine stats structurally (the Protocols below) and so does
-not import the engine package, nor torch.
+Rows are made from ``engine.schedulers.stats.EngineStats``, the one snapshot
+type of engines and of servers driven as engines; that module imports nothing
+heavy, so this one loads no torch.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Protocol, runtime_checkable
 
+from engine.schedulers.stats import EngineStats
 from metrics.device_types import DeviceProbe, DeviceSample
 
 log = logging.getLogger(__name__)
@@ -44,49 +45,6 @@ log = logging.getLogger(__name__)
 LANES = ("prefill", "decode", "verify", "loop")
 MIN_HZ = 2.0
 DEFAULT_HZ = 4.0
-
-
-class LaneStatsLike(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def queue_depth(self) -> int: ...
-    @property
-    def busy_s(self) -> float: ...
-
-
-class EngineStatsLike(Protocol):
-    """The fields of ``engine.schedulers.base.EngineStats`` the sampler reads."""
-
-    @property
-    def time(self) -> float: ...
-    @property
-    def waiting(self) -> int: ...
-    @property
-    def running(self) -> int: ...
-    @property
-    def lanes(self) -> Sequence[LaneStatsLike]: ...
-    @property
-    def draft_len(self) -> int | None: ...
-    @property
-    def tokens_emitted(self) -> int: ...
-    @property
-    def drafted(self) -> int: ...
-    @property
-    def accepted(self) -> int: ...
-
-
-@runtime_checkable
-class ServerStatsLike(EngineStatsLike, Protocol):
-    """A snapshot that also reports what only a server's ``/metrics`` gives (``workloads.endpoint.engine``).
-
-    ``running`` and ``waiting`` may be ``None`` there: a server whose ``/metrics`` does not answer.
-    """
-
-    @property
-    def kv_cache_usage(self) -> float | None: ...
-    @property
-    def drafts(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -115,17 +73,15 @@ class TimeseriesRow:
     mean_acceptance_length: float | None = None
 
 
-def _server_fields(prev: EngineStatsLike, cur: EngineStatsLike) -> tuple[float | None, float | None]:
-    """(kv_cache_usage, mean_acceptance_length) of the window, from a ``ServerStatsLike`` source."""
-    if not isinstance(cur, ServerStatsLike) or not isinstance(prev, ServerStatsLike):
-        return None, None
+def _server_fields(prev: EngineStats, cur: EngineStats) -> tuple[float | None, float | None]:
+    """(kv_cache_usage, mean_acceptance_length) of the window, from a source that counts drafts (a server)."""
     length = None
     if cur.drafts is not None and prev.drafts is not None and cur.drafts > prev.drafts:
         length = 1 + (cur.accepted - prev.accepted) / (cur.drafts - prev.drafts)
     return cur.kv_cache_usage, length
 
 
-def make_row(prev: EngineStatsLike, cur: EngineStatsLike, device: DeviceSample, t0: float) -> TimeseriesRow | None:
+def make_row(prev: EngineStats, cur: EngineStats, device: DeviceSample, t0: float) -> TimeseriesRow | None:
     """The row for the window ``prev -> cur``; ``None`` if the window is empty."""
     window = cur.time - prev.time
     if window <= 0:
@@ -201,7 +157,7 @@ class TimeseriesSampler:
 
     def __init__(
         self,
-        stats: Callable[[], EngineStatsLike],
+        stats: Callable[[], EngineStats],
         probe: DeviceProbe,
         t0: float,
         hz: float = DEFAULT_HZ,
@@ -214,8 +170,8 @@ class TimeseriesSampler:
         self._period = 1.0 / hz
         self._lock = threading.Lock()
         self._rows: list[TimeseriesRow] = []
-        self._prev: EngineStatsLike | None = None
-        self._last_start: EngineStatsLike | None = None  # where the last row's window began
+        self._prev: EngineStats | None = None
+        self._last_start: EngineStats | None = None  # where the last row's window began
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures = 0
@@ -226,7 +182,7 @@ class TimeseriesSampler:
             return tuple(self._rows)
 
     @property
-    def latest(self) -> EngineStatsLike | None:
+    def latest(self) -> EngineStats | None:
         """The most recent engine snapshot (``None`` before the first one)."""
         with self._lock:
             return self._prev

@@ -12,13 +12,13 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import comparison, tables
-from dashboard.replay_launch import ReplayLaunch
-from dashboard.replay_view import ReplayView, RunView
+from dashboard.replay_launch import ReplayLaunch, ReplayView
 from presentation import figures
 from presentation.palette import engine_color, engine_label
 from widgets import controls
 from widgets.forms import replay_form
 from widgets.manager import run_manager
+from workloads.drivers.live import RunSnapshot
 
 manager = run_manager()
 spec, problem = replay_form("live")
@@ -57,7 +57,7 @@ shown = current_view()
 every = controls.remember_rendered("live", shown)
 
 
-def engine_panel(run: RunView, ts: pd.DataFrame, speedup: float | None) -> None:
+def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: float | None) -> None:
     color = engine_color(run.engine)
     label = engine_label(run.engine)
     st.markdown(f"<h4 style='margin:0;color:{color}'>● {label}</h4>", unsafe_allow_html=True)

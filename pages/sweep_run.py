@@ -11,8 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import comparison, tables
-from dashboard.replay_launch import ReplayLaunch
-from dashboard.replay_view import ReplayView
+from dashboard.replay_launch import ReplayLaunch, ReplayView
 from presentation import figures
 from presentation.palette import engine_label
 from widgets import controls

@@ -13,9 +13,10 @@ from typing import Any
 import streamlit as st
 
 from dashboard.inspect_launch import InspectSpec
-from dashboard.launch import LaunchState, LaunchStatus
+from dashboard.launch import LaunchStatus
 from dashboard.replay_spec import ReplaySpec
 from dashboard.run_manager import RunManager
+from workloads.drivers.run_state import RunState
 
 REFRESH_S = 1.0
 
@@ -67,21 +68,21 @@ def status_card(
         if view is None:
             st.info(idle_hint)
             return
-        running = describe_running(view) if describe_running and view.status.state == LaunchState.RUNNING else None
+        running = describe_running(view) if describe_running and view.status.state == RunState.RUNNING else None
         show_status(view.status, describe_end(view), running)
 
     card()
 
 
 def show_status(status: LaunchStatus, ended: str, running: str | None = None) -> None:
-    if status.state == LaunchState.LOADING:
+    if status.state == RunState.LOADING:
         with st.status(f"Preparing: {status.message}", expanded=True):
             st.progress(min(max(status.fraction, 0.0), 1.0), text=status.message)
-    elif status.state == LaunchState.RUNNING:
+    elif status.state == RunState.RUNNING:
         st.caption(running or status.message)
-    elif status.state == LaunchState.DONE:
+    elif status.state == RunState.DONE:
         st.success(f"Finished. {ended}")
-    elif status.state == LaunchState.CANCELLED:
+    elif status.state == RunState.CANCELLED:
         st.warning(f"Stopped. {ended}")
     if status.error:
         st.error(f"Failed: {status.error}. What was measured before the failure is kept.")

@@ -81,7 +81,8 @@ def replay_command(args: argparse.Namespace) -> int:
     from engine.terminal_progress import progress_bar
     from workloads.drivers.environment import run_context
     from workloads.drivers.mt_bench import run_mt_bench
-    from workloads.drivers.sweep import RunNotWritten, SweepProgress, run_sweep, setting_limits
+    from workloads.drivers.run_spec import RunHooks, SweepProgress
+    from workloads.drivers.sweep import RunNotWritten, run_sweep, setting_limits
     from workloads.drivers.trace import MT_BENCH, load_trace
 
     plan, dataset, out = plan_from_args(args)
@@ -144,7 +145,7 @@ def replay_command(args: argparse.Namespace) -> int:
     def work() -> None:
         try:
             run = run_mt_bench if dataset.name == MT_BENCH else run_sweep  # MT-Bench: each run, then its turn 2
-            run(pair, trace, plan, out, meta=meta, cancel=cancel, progress=progress, on_result=results.append)
+            run(pair, trace, plan, out, meta, RunHooks(cancel, progress, results.append))
         except Exception as exc:  # noqa: BLE001 - re-raised on the main thread
             failure.append(exc)
         finally:

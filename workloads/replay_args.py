@@ -140,6 +140,7 @@ def _policies(args: argparse.Namespace) -> tuple[ArrivalPolicy, ...]:
 
 def plan_from_args(args: argparse.Namespace):
     """The sweep plan, dataset and output directory; ``UsageError`` for anything invalid."""
+    from workloads.drivers.run_spec import RunSettings
     from workloads.drivers.sweep import SweepPlan
 
     try:
@@ -162,17 +163,8 @@ def plan_from_args(args: argparse.Namespace):
             args.dataset_config,
         )
         dataset.check()
-        plan = SweepPlan(
-            engines,
-            policies,
-            config,
-            params,
-            slo if slo.any else None,
-            args.sample_hz,
-            args.warmup,
-            args.timeout_s,
-            endpoints,
-        )
+        settings = RunSettings(config, params, slo if slo.any else None, args.sample_hz, args.warmup, args.timeout_s)
+        plan = SweepPlan(engines, policies, settings, endpoints)
         out = Path(args.out) if args.out else Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
         check_appendable(out)
     except (ValueError, FileNotFoundError) as exc:

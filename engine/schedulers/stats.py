@@ -69,14 +69,18 @@ class LaneStats:
 
 @dataclass(frozen=True)
 class EngineStats:
+    """One snapshot of an engine, or of a server driven as one (``workloads.endpoint.engine``)."""
+
     engine: str
     time: float  # perf_counter
-    waiting: int  # submitted, not admitted
-    running: int  # admitted, not finished
-    lanes: tuple[LaneStats, ...]
+    waiting: int | None  # submitted, not admitted; None: a server whose /metrics did not answer
+    running: int | None  # admitted, not finished; None as for ``waiting``
+    lanes: tuple[LaneStats, ...]  # () for a server: its lanes are not visible
     draft_len: int | None  # None for the AR engine
     counters: Counters  # a copy: cumulative tokens, drafts and request outcomes
     unfinished: int  # submitted and not ended (waiting or running)
+    kv_cache_usage: float | None = None  # 0..1; only a server's /metrics reports it
+    drafts: int | None = None  # steps that drafted, cumulative; only a server's /metrics counts them
     suffix_tree: TreeSize | None = None  # what the suffix drafters' global tree holds; None without one
 
     @property

@@ -108,6 +108,7 @@ def test_a_run_whose_engine_crashes_keeps_its_finished_requests_in_the_run_files
     from workloads.datasets.synthetic import LengthSpec
     from workloads.drivers.arrivals import ClosedLoop
     from workloads.drivers.replay import replay
+    from workloads.drivers.run_spec import RunSettings, RunSpec
     from workloads.drivers.sweep import RunWriter
     from workloads.drivers.trace import DatasetSpec, load_trace
 
@@ -117,7 +118,8 @@ def test_a_run_whose_engine_crashes_keeps_its_finished_requests_in_the_run_files
     # the warm-up request and a few run requests go through; then the lane crashes mid-run
     injector = FaultInjector(tiny_pair)
     with injector.inject(Fault("verify", "crash", skip=20)):
-        result = replay(injector.pair, "baseline", _config("baseline"), trace, ClosedLoop(2), PARAMS)
+        baseline = RunSpec("baseline", ClosedLoop(2), RunSettings(_config("baseline"), PARAMS))
+        result = replay(injector.pair, trace, baseline)
     RunWriter(tmp_path).write(result, {})
     run = json.loads((tmp_path / "run.json").read_text())["runs"][0]
     assert run["stop_reason"] == "engine error" and "injected lane crash" in run["engine_error"]

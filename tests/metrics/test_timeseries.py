@@ -5,34 +5,27 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 
+from engine.schedulers.stats import Counters, EngineStats, LaneStats
 from metrics.device_types import DeviceSample, ProbeInfo
 from metrics.frames import timeseries_frame
 from metrics.timeseries import TimeseriesSampler, make_row
 
 
-@dataclass(frozen=True)
-class Lane:
-    name: str
-    queue_depth: int
-    busy_s: float
-
-
-@dataclass(frozen=True)
-class Stats:
-    time: float
-    lanes: tuple[Lane, ...]
-    tokens_emitted: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    waiting: int = 0
-    running: int = 0
-    draft_len: int | None = 4
-    engine: str = "pdv"
-    finished: int = 0
+def Stats(  # noqa: N802 - reads as the snapshot it builds
+    time: float,
+    lanes: tuple[LaneStats, ...],
+    tokens_emitted: int = 0,
+    drafted: int = 0,
+    accepted: int = 0,
+    waiting: int = 0,
+    running: int = 0,
+    draft_len: int | None = 4,
+    engine: str = "pdv",
+) -> EngineStats:
+    return EngineStats(engine, time, waiting, running, lanes, draft_len, Counters(tokens_emitted, drafted, accepted), 0)
 
 
 DEVICE = DeviceSample(None, None, None, None, None, 12.5, 300.0)
@@ -52,7 +45,7 @@ PDV_LANES = ("prefill", "decode", "verify")
 
 
 def lanes(names, queues=(0, 0, 0), busy=(0.0, 0.0, 0.0)):
-    return tuple(Lane(n, q, b) for n, q, b in zip(names, queues, busy, strict=False))
+    return tuple(LaneStats(n, q, b) for n, q, b in zip(names, queues, busy, strict=False))
 
 
 def test_row_rates_come_from_deltas_over_the_window():

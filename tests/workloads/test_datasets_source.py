@@ -15,6 +15,7 @@ from workloads.datasets.sharegpt_file import DatasetError
 from workloads.datasets.sources import load_exchanges
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.mt_bench import CATEGORIES_CSV, run_mt_bench
+from workloads.drivers.run_spec import RunSettings
 from workloads.drivers.sweep import SweepPlan
 from workloads.drivers.trace import MT_BENCH, DatasetSpec, load_trace
 
@@ -102,7 +103,8 @@ def test_mt_bench_is_a_built_in_dataset_covering_every_category():
 
 def test_mt_bench_second_turns_follow_each_engines_own_first_answers(tmp_path, tiny_pair):
     trace = load_trace(DatasetSpec(MT_BENCH), tiny_pair, 8, seed=0, max_new_tokens=6)
-    plan = SweepPlan(("ar", "baseline"), (ClosedLoop(2),), EngineConfig(), SamplingParams(max_new_tokens=6, seed=0))
+    settings = RunSettings(EngineConfig(), SamplingParams(max_new_tokens=6, seed=0))
+    plan = SweepPlan(("ar", "baseline"), (ClosedLoop(2),), settings)
     results = run_mt_bench(tiny_pair, trace, plan, tmp_path)
     assert [(r.key.engine, r.requests[0].request_id[-2:]) for r in results] == [
         ("ar", "t1"), ("ar", "t2"), ("baseline", "t1"), ("baseline", "t2")

@@ -12,6 +12,7 @@ from engine.config import EngineConfig, SamplingParams
 from presentation.palette import ENGINE_COLORS
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.environment import run_context
+from workloads.drivers.run_spec import RunSettings
 from workloads.drivers.sweep import SweepPlan, run_sweep
 from workloads.drivers.trace import DatasetSpec, load_trace
 from workloads.report.html import main
@@ -36,8 +37,8 @@ def report(tmp_path_factory, tiny_pair):
     trace = load_trace(DatasetSpec("synthetic"), tiny_pair, 4, seed=0, max_new_tokens=8)
     params = SamplingParams(max_new_tokens=8, seed=0)
     for name, engines in (("one", ("ar", "pdv")), ("two", ("baseline",))):
-        plan = SweepPlan(engines, (ClosedLoop(2),), EngineConfig(), params)
-        run_sweep(tiny_pair, trace, plan, root / name, meta=run_context(tiny_pair))
+        plan = SweepPlan(engines, (ClosedLoop(2),), RunSettings(EngineConfig(), params))
+        run_sweep(tiny_pair, trace, plan, root / name, run_context(tiny_pair))
     out = root / "share" / "report.html"
     out.parent.mkdir()
     assert main([str(root / "one"), str(root / "two"), "--out", str(out)]) == 0

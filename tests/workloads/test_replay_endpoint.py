@@ -16,6 +16,7 @@ from tests.support.serve import MODEL, served, uvicorn_thread
 from workloads.__main__ import main
 from workloads.datasets.synthetic import LengthSpec
 from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.run_spec import RunSettings
 from workloads.drivers.sweep import SweepPlan, run_sweep
 from workloads.drivers.trace import DatasetSpec, load_trace
 from workloads.endpoint.spec import EndpointSpec
@@ -129,14 +130,14 @@ def sweep_inputs(pair, spec: EndpointSpec):
     dataset = DatasetSpec("synthetic", LengthSpec(16, 0.0), LengthSpec(4, 0.0))
     trace = load_trace(dataset, pair, N, 0, 4)
     params = SamplingParams(max_new_tokens=4)
-    plan = SweepPlan((), (ClosedLoop(2),), EngineConfig(), params, warmup=0, endpoints=(spec,))
+    plan = SweepPlan((), (ClosedLoop(2),), RunSettings(EngineConfig(), params, warmup=0), endpoints=(spec,))
     return plan, trace
 
 
 def test_scraping_a_speculative_server_fills_acceptance_and_kv_usage_per_window(pair):
+    from engine.schedulers.stats import Counters, EngineStats
     from metrics.device_types import DeviceSample
     from metrics.timeseries import make_row
-    from workloads.endpoint.engine import EndpointStats
 
     with uvicorn_thread(served(pair, "pdv").app) as url:
         plan, trace = sweep_inputs(pair, EndpointSpec(url, MODEL))
@@ -145,8 +146,8 @@ def test_scraping_a_speculative_server_fills_acceptance_and_kv_usage_per_window(
     assert any(row.kv_cache_usage is not None for row in result.timeseries)
     # the window arithmetic, on two scrapes: 6 of 8 drafted tokens accepted over 2 drafts
     device = DeviceSample(None, None, None, None, None, None, 1.0)
-    before = EndpointStats(1.0, 1, 0, drafted=10, accepted=5, drafts=3, kv_cache_usage=0.1)
-    after = EndpointStats(2.0, 1, 0, drafted=18, accepted=11, drafts=5, kv_cache_usage=0.3)
+    before = EngineStats("vllm", 1.0, 0, 1, (), None, Counters(0, 10, 5), 0, kv_cache_usage=0.1, drafts=3)
+    after = EngineStats("vllm", 2.0, 0, 1, (), None, Counters(0, 18, 11), 0, kv_cache_usage=0.3, drafts=5)
     row = make_row(before, after, device, 0.0)
     assert row.acceptance_rate == pytest.approx(6 / 8) and row.mean_acceptance_length == pytest.approx(1 + 6 / 2)
     assert row.kv_cache_usage == 0.3 and row.queue_verify is None and row.busy_loop is None

@@ -11,50 +11,31 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 
 from engine.config import EngineConfig, SamplingParams
 from engine.models.tiny import tiny_tokenizer
 from engine.request import Request, RequestStatus, StepRecord, TokenKind
+from engine.schedulers.stats import Counters, EngineStats, LaneStats
 from metrics.device_types import DeviceSample, ProbeInfo
 from metrics.runs import load_run_dir
 from metrics.schema import REQUEST_COLUMNS, RUN_FILES, SUMMARY_COLUMNS
 from metrics.summary import SLO
 from workloads.drivers.arrivals import ClosedLoop, OpenLoop
-from workloads.drivers.job import ReplayJob
-from workloads.drivers.live import LiveRun, RunPhase
+from workloads.drivers.live import LiveRun
 from workloads.drivers.replay import replay
 from workloads.drivers.run_result import StopReason
+from workloads.drivers.run_spec import RunHooks, RunSettings, RunSpec, SweepProgress
+from workloads.drivers.run_state import RunState
 from workloads.drivers.sweep import SweepPlan, run_sweep
 from workloads.drivers.trace import Trace, TraceItem
-
-
-@dataclass(frozen=True)
-class Lane:
-    name: str
-    queue_depth: int
-    busy_s: float
-
-
-@dataclass(frozen=True)
-class Stats:
-    engine: str
-    time: float
-    waiting: int
-    running: int
-    lanes: tuple[Lane, ...]
-    draft_len: int | None
-    tokens_emitted: int
-    drafted: int
-    accepted: int
-    finished: int
 
 
 class FakeEngine:
     def __init__(self, name: str, config: EngineConfig, step_s: float = 0.001) -> None:
         self.name = name
+        self.fatal_error: str | None = None
         self.config = config
         self.step_s = step_s
         self.inbox: queue.Queue[Request] = queue.Queue()
@@ -104,12 +85,21 @@ class FakeEngine:
                 with self.lock:
                     self.live.remove(request)
 
-    def stats(self) -> Stats:
+    def stats(self) -> EngineStats:
         with self.lock:
             running = len(self.live)
-            return Stats(self.name, time.perf_counter(), self.inbox.qsize(), running,
-                         (Lane("prefill", 0, 0.0), Lane("decode", self.inbox.qsize(), 0.0)), 3,
-                         self.tokens, self.drafted, self.accepted, 0)  # fmt: skip
+            return EngineStats(self.name, time.perf_counter(), self.inbox.qsize(), running,
+                               (LaneStats("prefill", 0, 0.0), LaneStats("decode", self.inbox.qsize(), 0.0)), 3,
+                               Counters(self.tokens, self.drafted, self.accepted), running)  # fmt: skip
+
+    def output_text(self, request: Request) -> str | None:
+        return None
+
+    def accounting_problems(self) -> list[str]:
+        return []
+
+    def describe(self) -> None:
+        return None
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stopping.set()
@@ -163,9 +153,9 @@ def test_every_submitted_request_is_accounted_for_with_its_error():
     t = trace(25, {3: "reject", 11: "reject", 7: "fail"})
     progress: list[tuple[int, int]] = []
     make = factory()
-    result = replay(FakePair(), "pdv", EngineConfig(), t, ClosedLoop(4), SamplingParams(max_new_tokens=6),
-                    progress=lambda done, total: progress.append((done, total)), probe=QuietProbe(),
-                    engine_factory=make, sample_hz=50)  # fmt: skip
+    run = RunSpec("pdv", ClosedLoop(4), RunSettings(EngineConfig(), SamplingParams(max_new_tokens=6), sample_hz=50))
+    hooks = RunHooks(progress=lambda p: progress.append((p.finished, p.total)), probe=QuietProbe(), engine_factory=make)
+    result = replay(FakePair(), t, run, hooks)
     counts = result.counts()
     assert (counts.ok, counts.failed, counts.cancelled, counts.rejected) == (22, 1, 0, 2)
     assert counts.total == len(result.requests) == len(t) == result.planned
@@ -178,14 +168,14 @@ def test_every_submitted_request_is_accounted_for_with_its_error():
     assert result.summary.acceptance_rate == pytest.approx(1 / 3)
     assert result.summary.mean_acceptance_length == pytest.approx(2.0)
     assert result.positions[0].rate == pytest.approx(1.0) and result.positions[1].rate == 0.0
-    assert make.engines[0].config.engine == "pdv"
+    assert make.engines[0].name == "pdv"
 
 
 def test_identical_sampling_for_every_request_with_per_request_seeds():
     make = factory()
-    result = replay(FakePair(), "pd", EngineConfig(), trace(5, max_new_tokens=4), ClosedLoop(2),
-                    SamplingParams(max_new_tokens=100, seed=10, temperature=0.7), probe=QuietProbe(),
-                    engine_factory=make, warmup=0)  # fmt: skip
+    params = SamplingParams(max_new_tokens=100, seed=10, temperature=0.7)
+    run = RunSpec("pd", ClosedLoop(2), RunSettings(EngineConfig(), params, warmup=0))
+    result = replay(FakePair(), trace(5, max_new_tokens=4), run, RunHooks(probe=QuietProbe(), engine_factory=make))
     assert [r.params.seed for r in result.requests] == [10, 11, 12, 13, 14]
     assert {r.params.max_new_tokens for r in result.requests} == {4}  # the trace's capped length
     assert {r.params.temperature for r in result.requests} == {0.7}
@@ -194,14 +184,14 @@ def test_identical_sampling_for_every_request_with_per_request_seeds():
 def test_time_series_is_sampled_while_the_run_goes_and_lanes_it_lacks_are_empty():
     make = factory(step_s=0.01)
     live = LiveRun()
-    result = replay(FakePair(), "pd", EngineConfig(), trace(12), ClosedLoop(2), SamplingParams(), live=live,
-                    probe=QuietProbe(), engine_factory=make, sample_hz=20)  # fmt: skip
+    run = RunSpec("pd", ClosedLoop(2), RunSettings(EngineConfig(), SamplingParams(), sample_hz=20))
+    result = replay(FakePair(), trace(12), run, RunHooks(live=live, probe=QuietProbe(), engine_factory=make))
     rows = result.timeseries
     assert len(rows) >= 3
     assert all(r.queue_verify is None and r.queue_decode is not None for r in rows)
     assert sum(r.tokens_per_s * r.window_s for r in rows) == pytest.approx(12 * 6, abs=2)
     snap = live.snapshot()
-    assert snap.phase == RunPhase.DONE and snap.timeseries == rows and snap.finished == 12
+    assert snap.state == RunState.DONE and snap.timeseries == rows and snap.finished == 12
     assert snap.requests == result.requests and snap.metrics == result.metrics and snap.summary == result.summary
 
 
@@ -209,18 +199,18 @@ def test_the_live_snapshot_carries_the_finished_requests_with_the_runs_own_metri
     live = LiveRun()
     seen, points = [], (3, 7)
 
-    def progress(done: int, total: int) -> None:  # on the replay's thread, while the run goes on
-        if len(seen) < len(points) and done >= points[len(seen)]:
+    def progress(p: SweepProgress) -> None:  # on the replay's thread, while the run goes on
+        if len(seen) < len(points) and p.finished >= points[len(seen)]:
             seen.append(live.snapshot())
 
     t = trace(10, {4: "reject"})
     slo = SLO(ttft_ms=60_000.0)
-    result = replay(FakePair(), "pdv", EngineConfig(), t, ClosedLoop(2), SamplingParams(max_new_tokens=6), slo=slo,
-                    live=live, progress=progress, probe=QuietProbe(), engine_factory=factory(step_s=0.005),
-                    warmup=1)  # fmt: skip
+    settings = RunSettings(EngineConfig(), SamplingParams(max_new_tokens=6), slo, warmup=1)
+    hooks = RunHooks(progress=progress, live=live, probe=QuietProbe(), engine_factory=factory(step_s=0.005))
+    result = replay(FakePair(), t, RunSpec("pdv", ClosedLoop(2), settings), hooks)
     final = {m.request_id: m for m in result.metrics}
     for snap in seen:
-        assert snap.phase == RunPhase.RUNNING and snap.total == 10
+        assert snap.state == RunState.RUNNING and snap.total == 10
         assert snap.finished == len(snap.requests) == len(snap.metrics) < 10
         assert all(r.done.is_set() for r in snap.requests)  # warm-up requests are not part of the run
         assert [m.request_id for m in snap.metrics] == [r.request_id for r in snap.requests]
@@ -237,13 +227,12 @@ def test_the_live_snapshot_carries_the_finished_requests_with_the_runs_own_metri
 def test_cancel_stops_sending_and_cancels_what_is_in_flight():
     cancel = threading.Event()
 
-    def progress(done: int, total: int) -> None:
-        if done >= 3:
+    def progress(p: SweepProgress) -> None:
+        if p.finished >= 3:
             cancel.set()
 
-    result = replay(FakePair(), "baseline", EngineConfig(), trace(40, max_new_tokens=40), ClosedLoop(2),
-                    SamplingParams(), cancel=cancel, progress=progress, probe=QuietProbe(),
-                    engine_factory=factory(step_s=0.005))  # fmt: skip
+    hooks = RunHooks(cancel, progress, probe=QuietProbe(), engine_factory=factory(step_s=0.005))
+    result = replay(FakePair(), trace(40, max_new_tokens=40), RunSpec("baseline", ClosedLoop(2)), hooks)
     counts = result.counts()
     assert result.stop_reason == StopReason.CANCELLED
     assert len(result.requests) < 40 and result.planned == 40
@@ -253,9 +242,9 @@ def test_cancel_stops_sending_and_cancels_what_is_in_flight():
 
 
 def test_timeout_ends_a_run_that_takes_too_long():
-    result = replay(FakePair(), "pd", EngineConfig(), trace(10, max_new_tokens=400), OpenLoop(float("inf")),
-                    SamplingParams(), timeout_s=0.3, probe=QuietProbe(), engine_factory=factory(step_s=0.01),
-                    warmup=0)  # fmt: skip
+    run = RunSpec("pd", OpenLoop(float("inf")), RunSettings(EngineConfig(), SamplingParams(), timeout_s=0.3, warmup=0))
+    hooks = RunHooks(probe=QuietProbe(), engine_factory=factory(step_s=0.01))
+    result = replay(FakePair(), trace(10, max_new_tokens=400), run, hooks)
     assert result.stop_reason == StopReason.TIMEOUT
     assert result.counts().cancelled == 10 and result.summary.failed == 10
     assert result.duration_s < 5
@@ -263,10 +252,10 @@ def test_timeout_ends_a_run_that_takes_too_long():
 
 def test_sweep_writes_every_engine_and_load_on_the_same_trace(tmp_path):
     plan = SweepPlan(("ar", "pdv"), (ClosedLoop(1), OpenLoop(50.0, 0.5, max_concurrency=3, seed=1)),
-                     params=SamplingParams(max_new_tokens=6), warmup=0)  # fmt: skip
+                     RunSettings(params=SamplingParams(max_new_tokens=6), warmup=0))  # fmt: skip
     meta = {"models": {"preset": "fake"}}
     t = trace(8, {2: "reject"})
-    results = run_sweep(FakePair(), t, plan, tmp_path, meta=meta, engine_factory=factory())
+    results = run_sweep(FakePair(), t, plan, tmp_path, meta, RunHooks(engine_factory=factory()))
     assert [(r.engine, r.concurrency, r.request_rate) for r in results] == [
         ("ar", 1, None), ("pdv", 1, None), ("ar", 3, 50.0), ("pdv", 3, 50.0)
     ]  # fmt: skip
@@ -286,22 +275,6 @@ def test_sweep_writes_every_engine_and_load_on_the_same_trace(tmp_path):
     assert run["status_counts"]["rejected"] == 1
 
 
-def test_job_runs_in_the_background_and_can_be_cancelled(tmp_path):
-    plan = SweepPlan(("pd", "pdv"), (ClosedLoop(1),), params=SamplingParams(max_new_tokens=200), warmup=0)
-    job = ReplayJob.start(FakePair(), trace(30), plan, tmp_path, engine_factory=factory(step_s=0.01))
-    deadline = time.monotonic() + 10
-    while job.snapshot().progress is None or job.snapshot().progress.finished < 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    assert job.snapshot().state == "running"
-    job.cancel()
-    assert job.wait(10)
-    snap = job.snapshot()
-    assert snap.state == "cancelled" and snap.error is None
-    assert len(snap.results) == 1 and snap.results[0].stop_reason == "cancelled"  # the second engine never ran
-    assert len(load_run_dir(tmp_path).frames.summary) == 1
-
-
 def test_a_sweep_cancelled_during_warm_up_records_no_empty_run(tmp_path):
     cancel = threading.Event()
     make = factory()
@@ -317,8 +290,8 @@ def test_a_sweep_cancelled_during_warm_up_records_no_empty_run(tmp_path):
         engine.submit = first_submit_cancels
         return engine
 
-    plan = SweepPlan(("ar", "pd"), (ClosedLoop(1),), params=SamplingParams(max_new_tokens=4), warmup=1)
-    results = run_sweep(FakePair(), trace(4), plan, tmp_path, cancel=cancel, engine_factory=cancelling)
+    plan = SweepPlan(("ar", "pd"), (ClosedLoop(1),), RunSettings(params=SamplingParams(max_new_tokens=4), warmup=1))
+    results = run_sweep(FakePair(), trace(4), plan, tmp_path, hooks=RunHooks(cancel, engine_factory=cancelling))
     assert results == [] and list(tmp_path.iterdir()) == []
     assert len(make.engines) == 1 and make.engines[0].stopping.is_set()  # the next engine was never built
 
@@ -337,8 +310,8 @@ def test_a_sweep_stops_after_an_engine_whose_lanes_did_not_stop(tmp_path):
         engine.stop = stop_fails
         return engine
 
-    plan = SweepPlan(("ar", "pd"), (ClosedLoop(1),), params=SamplingParams(max_new_tokens=4), warmup=0)
-    results = run_sweep(FakePair(), trace(3), plan, tmp_path, engine_factory=stuck)
+    plan = SweepPlan(("ar", "pd"), (ClosedLoop(1),), RunSettings(params=SamplingParams(max_new_tokens=4), warmup=0))
+    results = run_sweep(FakePair(), trace(3), plan, tmp_path, hooks=RunHooks(engine_factory=stuck))
     assert [r.engine for r in results] == ["ar"]  # pd would have shared the device with ar's leftover lanes
     assert results[0].stop_reason == StopReason.ENGINE_DID_NOT_STOP
     assert "did not stop" in results[0].engine_error

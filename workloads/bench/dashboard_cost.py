@@ -21,6 +21,7 @@ from workloads.bench.common import BenchContext, Goal, PartResult, find, first, 
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.live import LiveRun
 from workloads.drivers.replay import replay
+from workloads.drivers.run_spec import RunHooks, RunSettings, RunSpec
 
 NAME = "6-dashboard"
 ENGINE = "pdv"
@@ -62,17 +63,18 @@ def run(ctx: BenchContext) -> PartResult:
     params = SamplingParams(max_new_tokens=s.max_new_tokens, seed=0)
     rows = []
     # unrecorded: the process's first run of an engine pays one-off costs the rounds should not compare
-    replay(ctx.pair, ENGINE, EngineConfig(engine=ENGINE), first(trace, 2), ClosedLoop(2), params, warmup=1)
+    settings = RunSettings(EngineConfig(), params)
+    replay(ctx.pair, first(trace, 2), RunSpec(ENGINE, ClosedLoop(2), settings))
     for round_ in range(s.rounds):
         for label in rotated([ALONE, WATCHED], round_):
             live = LiveRun()
-            config, policy = EngineConfig(engine=ENGINE), ClosedLoop(CONCURRENCY)
+            spec = RunSpec(ENGINE, ClosedLoop(CONCURRENCY), settings)
             if label == WATCHED:
                 with Watcher(live) as watcher:
-                    result = replay(ctx.pair, ENGINE, config, trace, policy, params, live=live, warmup=1)
+                    result = replay(ctx.pair, trace, spec, RunHooks(live=live))
                 reads = watcher.reads
             else:
-                result, reads = replay(ctx.pair, ENGINE, config, trace, policy, params, live=live, warmup=1), 0
+                result, reads = replay(ctx.pair, trace, spec, RunHooks(live=live)), 0
             rows.append({"group": f"{ENGINE} C={CONCURRENCY}", "round": round_, "label": label,
                          "output_tok_s": result.summary.output_tok_s, "snapshots": reads})  # fmt: skip
     group = rows[0]["group"]

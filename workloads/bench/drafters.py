@@ -33,6 +33,7 @@ from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from workloads.datasets.sharegpt import SampledRequest
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.replay import replay
+from workloads.drivers.run_spec import RunSettings, RunSpec
 from workloads.drivers.trace import DatasetSpec, Trace, build_trace, load_trace
 
 DATA = Path(__file__).resolve().parents[1] / "datasets" / "data"
@@ -51,7 +52,7 @@ class Setup:
     def config(self) -> EngineConfig:
         max_len = max(8, self.draft_len)
         controller = ControllerConfig(self.controller, draft_len=self.draft_len, max_len=max_len)
-        return EngineConfig(engine=self.engine, drafter=self.drafter, controller=controller)
+        return EngineConfig(drafter=self.drafter, controller=controller)
 
 
 AR = Setup("ar", "ar")
@@ -69,7 +70,7 @@ HF_LOOKUPS = (3, 10)  # prompt_lookup_num_tokens tried for transformers' generat
 
 def run_setup(pair, setup: Setup, trace: Trace, concurrency: int, max_new: int):
     params = SamplingParams(max_new_tokens=max_new, seed=0)
-    return replay(pair, setup.engine, setup.config(), trace, ClosedLoop(concurrency), params, warmup=1)
+    return replay(pair, trace, RunSpec(setup.engine, ClosedLoop(concurrency), RunSettings(setup.config(), params)))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from engine.config import SamplingParams
 from workloads.bench.common import BenchContext, Goal, PartResult, find, held_out, ratio_summary, rotated, spread
 from workloads.datasets.synthetic import LengthSpec, synthetic_requests
 from workloads.drivers.arrivals import OpenLoop
+from workloads.drivers.run_spec import RunSettings
 from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep
 from workloads.drivers.trace import Trace, build_trace
 
@@ -51,8 +52,8 @@ def run(ctx: BenchContext) -> PartResult:
     policy = OpenLoop(s.mixed_rate, 1.0, None, seed=0)
     rows = []
     for round_ in range(s.rounds):
-        plan = SweepPlan(tuple(rotated(ENGINES, round_)), (policy,), params=params)
-        for result in run_sweep(ctx.pair, trace, plan, writer, meta={**ctx.meta, "bench": NAME, "bench_round": round_}):
+        plan = SweepPlan(tuple(rotated(ENGINES, round_)), (policy,), RunSettings(params=params))
+        for result in run_sweep(ctx.pair, trace, plan, writer, {**ctx.meta, "bench": NAME, "bench_round": round_}):
             m = result.summary
             rows.append(
                 {"group": f"{s.mixed_rate:g} req/s", "round": round_, "label": result.key.engine,

@@ -20,6 +20,7 @@ from engine.config import SamplingParams
 from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
 from workloads.bench.drafters import HFTiming, hf_generate, hf_timeline
 from workloads.drivers.arrivals import ClosedLoop
+from workloads.drivers.run_spec import RunSettings
 from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep
 
 NAME = "3-load"
@@ -68,8 +69,8 @@ def run(ctx: BenchContext) -> PartResult:
         timings = hf_timeline(pair, pool, max_new)
         for c in s.loads:
             trace = first(pool, requests_at(ctx, c))
-            plan = SweepPlan(tuple(rotated(ENGINES, round_)), (ClosedLoop(c),), params=params)
-            for result in run_sweep(pair, trace, plan, writer, meta={**ctx.meta, "bench": NAME, "bench_round": round_}):
+            plan = SweepPlan(tuple(rotated(ENGINES, round_)), (ClosedLoop(c),), RunSettings(params=params))
+            for result in run_sweep(pair, trace, plan, writer, {**ctx.meta, "bench": NAME, "bench_round": round_}):
                 m = result.summary
                 rows.append(
                     {

@@ -13,6 +13,7 @@ from workloads.bench.common import BenchContext, Goal, PartResult, find, first, 
 from workloads.bench.drafters import hf_generate
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.replay import replay
+from workloads.drivers.run_spec import RunSettings, RunSpec
 
 NAME = "1-overhead"
 HF = "transformers generate"
@@ -21,7 +22,8 @@ GOAL = 0.95
 
 def ar_run(ctx: BenchContext, trace, concurrency: int = 1):
     params = SamplingParams(max_new_tokens=ctx.settings.max_new_tokens, seed=0)
-    return replay(ctx.pair, "ar", EngineConfig(engine="ar"), trace, ClosedLoop(concurrency), params, warmup=1)
+    settings = RunSettings(EngineConfig(), params)
+    return replay(ctx.pair, trace, RunSpec("ar", ClosedLoop(concurrency), settings))
 
 
 def run(ctx: BenchContext) -> PartResult:

@@ -14,6 +14,7 @@ from workloads.bench.common import BenchContext, PartResult, find, first, held_o
 from workloads.bench.drafters import hf_generate
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.replay import replay
+from workloads.drivers.run_spec import RunSettings, RunSpec
 
 NAME = "2-single"
 LOOKUP = 10  # prompt_lookup_num_tokens: the better of the two settings the drafter benchmark tried
@@ -44,7 +45,8 @@ def run(ctx: BenchContext) -> PartResult:
         for label in rotated(labels, round_):
             row = {"group": "C=1", "round": round_, "label": label, "acceptance": None, "tokens_per_step": None}
             if label in ENGINES:
-                result = replay(pair, label, EngineConfig(engine=label), trace, ClosedLoop(1), params, warmup=1)
+                settings = RunSettings(EngineConfig(), params)
+                result = replay(pair, trace, RunSpec(label, ClosedLoop(1), settings))
                 outputs[label] = [list(r.output_token_ids) for r in result.requests]
                 row["output_tok_s"] = result.summary.output_tok_s
                 row["acceptance"] = result.summary.acceptance_rate

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import csv
 import statistics
-import threading
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,8 @@ from metrics.request_metrics import RequestMetrics
 from workloads.datasets.mt_bench import category_of, questions, request_id
 from workloads.drivers.replay import PairLike
 from workloads.drivers.run_result import RunResult
-from workloads.drivers.sweep import RunWriter, SweepPlan, SweepProgress, run_sweep
+from workloads.drivers.run_spec import RunHooks
+from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep
 from workloads.drivers.trace import Trace, TraceItem
 
 CATEGORIES_CSV = "categories.csv"
@@ -103,31 +102,35 @@ def run_mt_bench(
     trace: Trace,
     plan: SweepPlan,
     out: str | Path | None = None,
-    *,
     meta: dict[str, Any] | None = None,
-    cancel: threading.Event | None = None,
-    progress: Callable[[SweepProgress], None] | None = None,
-    on_result: Callable[[RunResult], None] | None = None,
+    hooks: RunHooks | None = None,
 ) -> list[RunResult]:
     """``run_sweep`` for MT-Bench: each engine and load runs turn 1 on ``trace``, then its own turn 2."""
-    cancel = cancel if cancel is not None else threading.Event()
+    hooks = hooks if hooks is not None else RunHooks()
     writer = None if out is None else RunWriter(out)
     results: list[RunResult] = []
-    for engine, policy in plan.runs():
-        one = replace(plan, engines=(engine,), policies=(policy,))
+    for run in plan.runs():
+        one = replace(plan, policies=(run.policy,), **_only(plan, run.engine))
         turn_trace = trace
         for turn in (1, 2):
-            if cancel.is_set():
+            if hooks.cancel.is_set():
                 return results
             run_meta = {**(meta or {}), "mt_bench_turn": turn}
-            done = run_sweep(pair, turn_trace, one, writer, meta=run_meta, cancel=cancel, progress=progress)
+            done = run_sweep(pair, turn_trace, one, writer, run_meta, replace(hooks, on_result=None))
             if not done:
                 return results
             results.append(done[0])
             if out is not None:
                 append_categories(out, category_rows(done[0], turn))
-            if on_result:
-                on_result(done[0])
+            if hooks.on_result:
+                hooks.on_result(done[0])
             if turn == 1:
                 turn_trace = second_turns(pair, done[0])
     return results
+
+
+def _only(plan: SweepPlan, name: str) -> dict[str, Any]:
+    """The plan's fields that keep only the engine or endpoint called ``name``."""
+    if name in plan.engines:
+        return {"engines": (name,), "endpoints": ()}
+    return {"engines": (), "endpoints": tuple(e for e in plan.endpoints if e.label == name)}

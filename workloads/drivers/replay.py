@@ -6,8 +6,9 @@ returns a ``RunResult`` (``workloads.drivers.run_result``) with the finished ``R
 records and everything derived from them. A ``LiveRun`` (``workloads.drivers.live``)
 shows the run to other threads while it goes on. The run:
 
-1. builds the engine (``engine.schedulers.base.make_engine``) and starts it;
-2. sends ``warmup`` short requests and waits for them – the first forward
+1. builds the engine (``RunHooks.engine_factory``: ``engine.schedulers.registry.make_engine``
+   or an endpoint) and starts it;
+2. sends the settings' ``warmup`` short requests and waits for them – the first forward
    passes pay for lazy initialisation, which would otherwise land on the first
    measured request. They are not part of the result, and the time series
    starts after them;
@@ -36,56 +37,38 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from engine.config import ENGINES, EngineConfig, SamplingParams
+from engine.config import ENGINES, SamplingParams
 from engine.devices import pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
-from engine.schedulers.base import Engine
 from metrics.device import open_probe
 from metrics.device_types import DeviceProbe
 from metrics.export import RequestOutput
 from metrics.request_metrics import request_metrics
 from metrics.run_key import RunKey
-from metrics.summary import SLO, position_acceptance, summarize
-from metrics.timeseries import DEFAULT_HZ, EngineStatsLike, TimeseriesSampler
+from metrics.summary import position_acceptance, summarize
+from metrics.timeseries import TimeseriesSampler
 from workloads.datasets.sharegpt import SampledRequest
-from workloads.drivers.arrivals import ArrivalPolicy, RealClock, dispatch
-from workloads.drivers.live import LiveRun, RunPhase
-from workloads.drivers.run_result import RunResult, StopReason, new_run_id
+from workloads.drivers.arrivals import RealClock, dispatch
+from workloads.drivers.engines import ReplayEngine
+from workloads.drivers.run_result import RunResult, StopReason, load_label, new_run_id
+from workloads.drivers.run_spec import RunHooks, RunSpec, SweepProgress
+from workloads.drivers.run_state import RunState
 from workloads.drivers.trace import Trace, TraceItem, build_trace
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[int, int], None]  # (finished requests, requests in the trace)
 WARMUP_TOKENS = 8
 STOP_TIMEOUT_S = 10.0
 
 
-class EngineLike(Protocol):
-    """What a replay needs of an engine (``engine.schedulers.base.Engine`` fits)."""
-
-    def start(self) -> Any: ...
-    def submit(self, request: Request) -> Request: ...
-    def stats(self) -> EngineStatsLike: ...
-    def stop(self, timeout: float = 5.0) -> None: ...
-
-
 class PairLike(Protocol):
-    """What a replay needs of a model pair (``engine.models.ModelPair`` fits)."""
+    """What a replay needs of a model pair (``engine.models.pair.ModelPair`` fits)."""
 
     @property
     def tokenizer(self) -> Any: ...
     @property
     def device(self) -> Any: ...
     def encode_prompt(self, text: str, raw: bool = False) -> list[int]: ...
-
-
-EngineFactory = Callable[[str, Any, EngineConfig], EngineLike]
-
-
-def default_engine_factory(name: str, pair: Any, config: EngineConfig) -> EngineLike:
-    from engine.schedulers.registry import make_engine
-
-    return make_engine(name, pair, config)
 
 
 def _trace_items(trace: Trace | Sequence[SampledRequest], pair: PairLike, params: SamplingParams) -> list[TraceItem]:
@@ -105,7 +88,9 @@ def _request(item: TraceItem, index: int, params: SamplingParams, on_event: Call
     )
 
 
-def _warm_up(engine: EngineLike, items: list[TraceItem], n: int, params: SamplingParams, halt: threading.Event) -> None:
+def _warm_up(
+    engine: ReplayEngine, items: list[TraceItem], n: int, params: SamplingParams, halt: threading.Event
+) -> None:
     for i in range(min(n, len(items))):
         item = replace(items[i], request_id=f"warmup-{i}", max_new_tokens=min(WARMUP_TOKENS, items[i].max_new_tokens))
         request = engine.submit(_request(item, i, params, lambda event: None))
@@ -117,44 +102,31 @@ def _warm_up(engine: EngineLike, items: list[TraceItem], n: int, params: Samplin
 
 
 def replay(
-    pair: PairLike,
-    engine: str,
-    config: EngineConfig,
-    trace: Trace | Sequence[SampledRequest],
-    policy: ArrivalPolicy,
-    params: SamplingParams,
-    *,
-    slo: SLO | None = None,
-    cancel: threading.Event | None = None,
-    progress: ProgressFn | None = None,
-    live: LiveRun | None = None,
-    run_id: str | None = None,
-    sample_hz: float = DEFAULT_HZ,
-    warmup: int = 1,
-    timeout_s: float | None = None,
-    probe: DeviceProbe | None = None,
-    engine_factory: EngineFactory = default_engine_factory,
+    pair: PairLike, trace: Trace | Sequence[SampledRequest], run: RunSpec, hooks: RunHooks | None = None
 ) -> RunResult:
-    """Run ``trace`` through ``engine`` under ``policy``; see the module docstring.
+    """Run ``trace`` as ``run`` says; see the module docstring.
 
     ``trace`` is a ``Trace`` (pre-tokenised) or sampled requests, which are
-    tokenised with ``pair.encode_prompt`` and capped at ``params.max_new_tokens``.
-    Setting ``cancel`` (from any thread) stops sending, cancels what is in flight
-    and returns what finished. ``timeout_s`` does the same after that many seconds
-    of measured run. ``progress(finished, total)`` is called from this thread.
-    Mutates ``live`` (any thread may read its ``snapshot``) as the run goes on.
+    tokenised with ``pair.encode_prompt`` and capped at the run's max_new_tokens.
+    Setting ``hooks.cancel`` (from any thread) stops sending, cancels what is in
+    flight and returns what finished; the settings' ``timeout_s`` does the same
+    after that many seconds of measured run. ``hooks.progress`` is called from
+    this thread. Mutates ``hooks.live`` (any thread may read its ``snapshot``)
+    as the run goes on.
     """
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup}")
-    if timeout_s is not None and not timeout_s > 0:
-        raise ValueError(f"timeout must be > 0, got {timeout_s}")
-    cancel = cancel if cancel is not None else threading.Event()
-    live = live if live is not None else LiveRun()
+    hooks = hooks if hooks is not None else RunHooks()
+    settings, policy, engine = run.settings, run.policy, run.engine
+    config, params, slo = settings.config, settings.params, settings.slo
+    cancel, live, probe = hooks.cancel, hooks.live, hooks.probe
     items = _trace_items(trace, pair, params)
     if not items:
         raise ValueError("the trace is empty")
-    key = RunKey(run_id or new_run_id(engine, policy), engine, policy.cap, policy.request_rate)
-    live.begin(len(items))
+    key = RunKey(run.run_id or new_run_id(engine, policy), engine, policy.cap, policy.request_rate)
+    live.begin(engine, policy, len(items))
+
+    def report(finished: int) -> None:
+        if hooks.progress:
+            hooks.progress(SweepProgress(0, 1, engine, load_label(policy), finished, len(items)))
 
     halt = threading.Event()  # cancel, timeout or a crashed engine: stop sending and stop waiting
     stop_reason: StopReason | None = None
@@ -165,7 +137,7 @@ def replay(
             clock.wake()
 
     # an endpoint's label is no engine name: its config is not the engine's
-    eng = engine_factory(engine, pair, replace(config, engine=engine) if engine in ENGINES else config)
+    eng = hooks.engine_factory(engine, pair, replace(config, engine=engine) if engine in ENGINES else config)
     own_probe = probe is None
     probe = probe if probe is not None else open_probe(str(pair.device), pci_bus_id=pci_bus_id(pair.device))
     requests = [_request(item, i, params, on_event) for i, item in enumerate(items)]
@@ -174,12 +146,12 @@ def replay(
     sampler: TimeseriesSampler | None = None
     try:
         eng.start()
-        live.set_phase(RunPhase.WARMUP)
-        _warm_up(eng, items, warmup, params, cancel)
+        live.set_state(RunState.WARMUP)
+        _warm_up(eng, items, settings.warmup, params, cancel)
         t0 = time.perf_counter()
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
-        deadline = None if timeout_s is None else t0 + timeout_s
-        sampler = TimeseriesSampler(eng.stats, probe, t0, sample_hz)
+        deadline = None if settings.timeout_s is None else t0 + settings.timeout_s
+        sampler = TimeseriesSampler(eng.stats, probe, t0, settings.sample_hz)
         sampler.start()
         live.start_clock(key, t0, slo, sampler)
         reported = -1
@@ -191,7 +163,7 @@ def replay(
                     stop_reason = StopReason.CANCELLED
                 elif deadline is not None and time.perf_counter() > deadline:
                     stop_reason = StopReason.TIMEOUT
-                elif getattr(eng, "fatal_error", None):
+                elif eng.fatal_error:
                     stop_reason = StopReason.ENGINE_ERROR
                 if stop_reason is not None:
                     halt.set()
@@ -202,8 +174,7 @@ def replay(
             finished = len(submitted) - len(pending)
             if finished != reported:
                 reported = finished
-                if progress:
-                    progress(finished, len(items))
+                report(finished)
 
         def submit(request: Request) -> Request:
             submitted.append(request)
@@ -216,7 +187,7 @@ def replay(
         while not halt.is_set() and not all(r.done.is_set() for r in submitted):
             clock.wait(RealClock.MAX_WAIT_S)
             tick()
-        live.set_phase(RunPhase.STOPPING)
+        live.set_state(RunState.STOPPING)
     finally:
         rows, stuck = _shut_down(sampler, eng, probe if own_probe else None)
     if stuck is not None:
@@ -235,20 +206,19 @@ def replay(
         metrics=metrics,
         timeseries=rows,
         summary=summarize(key, metrics, duration, slo),
-        outputs=tuple(_output(key, r, pair, getattr(eng, "response_text", None)) for r in submitted),
+        outputs=tuple(_output(key, r, pair, eng.output_text(r)) for r in submitted),
         positions=position_acceptance(r.steps for r in submitted),
         probe=probe.info,
         started_at=started_at,
         duration_s=duration,
         planned=len(items),
         stop_reason=stop_reason,
-        engine_error=getattr(eng, "fatal_error", None) or stuck,
-        endpoint=eng.describe() if hasattr(eng, "describe") else None,
+        engine_error=eng.fatal_error or stuck,
+        endpoint=eng.describe(),
     )
     check_accounting(result, eng)
     live.end(result)
-    if progress:
-        progress(sum(r.done.is_set() for r in submitted), len(items))
+    report(sum(r.done.is_set() for r in submitted))
     return result
 
 
@@ -256,22 +226,20 @@ class AccountingError(RuntimeError):
     """A run whose requests do not add up: submitted != completed + failed + cancelled + rejected."""
 
 
-def check_accounting(result: RunResult, eng: Any) -> None:
+def check_accounting(result: RunResult, eng: ReplayEngine) -> None:
     """Raise ``AccountingError`` unless every submitted request ended once, in the run and in the engine."""
     counts = result.counts()
     problems = []
     if counts.total != len(result.requests):
         problems.append(f"{len(result.requests)} submitted, but {counts} add up to {counts.total}")
-    if isinstance(eng, Engine):  # an endpoint's server keeps its own counts (its /metrics)
-        stats = eng.stats()
-        problems += [p for p in (stats.accounting_problem(),) if p]
-        if stats.unfinished:
-            problems.append(f"{stats.unfinished} request(s) still unfinished after the engine stopped")
+    problems += eng.accounting_problems()
     if problems:
         raise AccountingError(f"run {result.run_id}: " + "; ".join(problems))
 
 
-def _shut_down(sampler: TimeseriesSampler | None, eng: Any, probe: DeviceProbe | None) -> tuple[tuple, str | None]:
+def _shut_down(
+    sampler: TimeseriesSampler | None, eng: ReplayEngine, probe: DeviceProbe | None
+) -> tuple[tuple, str | None]:
     """Stop the sampler, the engine and the probe, each even if the one before it failed.
 
     Returns the sampled rows and, if the engine's lane threads did not stop, why.
@@ -291,11 +259,8 @@ def _shut_down(sampler: TimeseriesSampler | None, eng: Any, probe: DeviceProbe |
     return rows, stuck
 
 
-def _output(
-    key: RunKey, request: Request, pair: PairLike, response_text: Callable[[Request], str | None] | None
-) -> RequestOutput:
-    """An engine's output ids and their text; a server's text (``response_text``) and its tokenization."""
-    text = None if response_text is None else response_text(request)
+def _output(key: RunKey, request: Request, pair: PairLike, text: str | None) -> RequestOutput:
+    """An engine's output ids and their text; a server's text (``ReplayEngine.output_text``) and its tokenization."""
     if text is None:
         ids = tuple(request.output_token_ids)
         text = pair.tokenizer.decode(ids, skip_special_tokens=True)

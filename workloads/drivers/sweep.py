@@ -14,21 +14,18 @@ sweep per engine on purpose, all appending through writers that share a lock.)
 from __future__ import annotations
 
 import logging
-import math
 import threading
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from engine.config import ENGINES, EngineConfig, SamplingParams
+from engine.config import ENGINES, EngineConfig
 from metrics.export import check_appendable, write_run
-from metrics.summary import SLO
-from metrics.timeseries import DEFAULT_HZ
 from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop
-from workloads.drivers.live import LiveRun
-from workloads.drivers.replay import EngineFactory, PairLike, default_engine_factory, replay
-from workloads.drivers.run_result import RunResult, StopReason, load_label
+from workloads.drivers.engines import EngineFactory, ReplayEngine
+from workloads.drivers.replay import PairLike, replay
+from workloads.drivers.run_result import RunResult, StopReason
+from workloads.drivers.run_spec import RunHooks, RunSettings, RunSpec, SweepProgress
 from workloads.drivers.trace import DatasetSpec, Trace
 from workloads.endpoint.engine import EndpointEngine
 from workloads.endpoint.spec import EndpointSpec
@@ -38,14 +35,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SweepPlan:
+    """Every engine and endpoint at every load point, with one set of settings: a comparison's runs."""
+
     engines: tuple[str, ...]
     policies: tuple[ArrivalPolicy, ...]
-    config: EngineConfig = field(default_factory=EngineConfig)
-    params: SamplingParams = field(default_factory=SamplingParams)
-    slo: SLO | None = None
-    sample_hz: float = DEFAULT_HZ
-    warmup: int = 1
-    timeout_s: float | None = None  # per run
+    settings: RunSettings = field(default_factory=RunSettings)
     endpoints: tuple[EndpointSpec, ...] = ()  # servers run after the engines, at each load point
 
     def __post_init__(self) -> None:
@@ -57,43 +51,17 @@ class SweepPlan:
         for engine in self.engines:
             if engine not in ENGINES:
                 raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
-        if not 2 <= self.sample_hz < math.inf:  # also refuses nan
-            raise ValueError(f"sample rate must be a finite number >= 2 Hz, got {self.sample_hz:g}")
-        if self.warmup < 0:
-            raise ValueError(f"warm-up requests must be >= 0, got {self.warmup}")
-        if self.timeout_s is not None and not self.timeout_s > 0:
-            raise ValueError(f"run timeout must be > 0 s, got {self.timeout_s:g}")
 
-    def runs(self) -> list[tuple[str, ArrivalPolicy]]:
-        """(engine name or endpoint label, load) in run order."""
+    def runs(self) -> list[RunSpec]:
+        """Every run in run order: load point by load point, every engine and then every endpoint at each."""
         names = (*self.engines, *(e.label for e in self.endpoints))
-        return [(name, policy) for policy in self.policies for name in names]
+        return [RunSpec(name, policy, self.settings) for policy in self.policies for name in names]
 
     def describe(self) -> dict[str, Any]:
         return {
-            "engine_config": asdict(self.config),
-            "sampling": asdict(self.params),
-            "slo": asdict(self.slo) if self.slo else None,
-            "sample_hz": self.sample_hz,
-            "warmup_requests": self.warmup,
-            "timeout_s": self.timeout_s,
+            **self.settings.describe(),
             **({"endpoints": [e.describe() for e in self.endpoints]} if self.endpoints else {}),
         }
-
-
-@dataclass(frozen=True)
-class SweepProgress:
-    run_index: int  # 0-based index of the run in progress
-    runs: int
-    engine: str
-    load: str  # e.g. c4, r2-c8
-    finished: int  # requests of this run finished
-    total: int  # requests per run
-
-    @property
-    def overall(self) -> tuple[int, int]:
-        """(requests finished, requests planned) over the whole sweep."""
-        return self.run_index * self.total + self.finished, self.runs * self.total
 
 
 class RunNotWritten(Exception):
@@ -146,61 +114,42 @@ def run_sweep(
     trace: Trace,
     plan: SweepPlan,
     out: RunWriter | str | Path | None = None,
-    *,
     meta: dict[str, Any] | None = None,
-    cancel: threading.Event | None = None,
-    progress: Callable[[SweepProgress], None] | None = None,
-    on_result: Callable[[RunResult], None] | None = None,
-    live: LiveRun | None = None,
-    engine_factory: EngineFactory = default_engine_factory,
+    hooks: RunHooks | None = None,
 ) -> list[RunResult]:
-    """Run the plan; results in run order. Stops after the current run once ``cancel`` is set.
+    """Run the plan; results in run order. Stops after the current run once ``hooks.cancel`` is set.
 
     Each run is written through ``out`` (a ``RunWriter``, or a directory to
     write to) as it ends; ``None`` writes nothing. ``meta`` (models,
     environment, invocation) goes into every run's run.json entry, together
-    with the plan and the trace description.
+    with the plan and the trace description. Every run reports through
+    ``hooks`` (progress with its index in the sweep, each result as it ends,
+    the one live view).
     """
-    cancel = cancel if cancel is not None else threading.Event()
+    hooks = hooks if hooks is not None else RunHooks()
     writer = out if isinstance(out, RunWriter) or out is None else RunWriter(out)
     if writer is not None:
         writer.check()  # refuse a bad directory before spending time on runs
     runs = plan.runs()
     results: list[RunResult] = []
     run_meta = {**plan.describe(), "trace": trace.describe(), **(meta or {})}
-    factory = with_endpoints(engine_factory, plan.endpoints)
-    for index, (engine, policy) in enumerate(runs):
-        if cancel.is_set():
+    factory = with_endpoints(hooks.engine_factory, plan.endpoints)
+    for index, run in enumerate(runs):
+        if hooks.cancel.is_set():
             break
-        label = load_label(policy)
 
-        def report(finished: int, total: int, index: int = index, engine: str = engine, label: str = label) -> None:
-            if progress:
-                progress(SweepProgress(index, len(runs), engine, label, finished, total))
+        def report(p: SweepProgress, index: int = index) -> None:
+            if hooks.progress:
+                hooks.progress(replace(p, run_index=index, runs=len(runs)))
 
-        result = replay(
-            pair,
-            engine,
-            plan.config,
-            trace,
-            policy,
-            plan.params,
-            slo=plan.slo,
-            cancel=cancel,
-            progress=report,
-            live=live,
-            sample_hz=plan.sample_hz,
-            warmup=plan.warmup,
-            timeout_s=plan.timeout_s,
-            engine_factory=factory,
-        )
+        result = replay(pair, trace, run, replace(hooks, progress=report, on_result=None, engine_factory=factory))
         if result.stop_reason == StopReason.CANCELLED and not result.requests:
             break  # stopped before its first request: there is nothing to record
         if writer is not None:
             writer.write(result, run_meta)
         results.append(result)
-        if on_result:
-            on_result(result)
+        if hooks.on_result:
+            hooks.on_result(result)
         if result.stop_reason == StopReason.ENGINE_DID_NOT_STOP:
             # its lane threads may still hold the device: the next run's numbers would not be its own
             log.error("sweep stopped after %s: %s", result.key.run_id, result.engine_error)
@@ -212,7 +161,7 @@ def with_endpoints(factory: EngineFactory, endpoints: tuple[EndpointSpec, ...]) 
     """``factory`` for engine names, an ``EndpointEngine`` for an endpoint's label."""
     by_label = {e.label: e for e in endpoints}
 
-    def make(name: str, pair: Any, config: EngineConfig) -> Any:
+    def make(name: str, pair: Any, config: EngineConfig) -> ReplayEngine:
         return EndpointEngine(by_label[name], pair) if name in by_label else factory(name, pair, config)
 
     return make

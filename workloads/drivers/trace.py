@@ -126,7 +126,7 @@ def build_trace(
 
 
 class PromptEncoder(Protocol):
-    """What ``load_trace`` needs of a model pair (``engine.models.ModelPair`` fits)."""
+    """What ``load_trace`` needs of a model pair (``engine.models.pair.ModelPair`` fits)."""
 
     tokenizer: Tokenizer
     max_context: int

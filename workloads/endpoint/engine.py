@@ -1,7 +1,7 @@
 """An OpenAI-compatible server in the place of an engine: what lets one replay drive either.
 
-``EndpointEngine`` has the interface ``workloads.drivers.replay`` needs of an engine
-(``start``, ``submit``, ``stats``, ``stop``). ``submit`` hands the request to
+``EndpointEngine`` implements ``workloads.drivers.engines.ReplayEngine``, the
+protocol a replay drives in-process engines through. ``submit`` hands the request to
 an asyncio loop in its own thread, which streams it from the server with
 httpx (``workloads.endpoint.stream``) and fills the same ``Request`` an engine
 fills; so every metric, run file and live view of an engine run works for an
@@ -9,8 +9,8 @@ endpoint run unchanged. What only an engine knows (queue wait, drafted and
 accepted tokens per request, lanes) stays empty.
 
 ``stats`` scrapes the server's ``/metrics`` when the time series sampler asks
-(``metrics.server_metrics``): running and waiting requests, KV cache usage
-and the speculative-decoding counters. A server whose ``/metrics`` does not
+(``metrics.server_metrics``) and returns an ``EngineStats`` like an engine's:
+running and waiting requests, KV cache usage and the speculative-decoding counters. A server whose ``/metrics`` does not
 answer leaves them empty; its tokens per second are still counted here, from
 the tokens received.
 """
@@ -22,12 +22,12 @@ import logging
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from engine.request import Request
+from engine.schedulers.stats import Counters, EngineStats
 from metrics.server_metrics import ServerMetrics, parse_server_metrics
 from workloads.endpoint.spec import EndpointSpec
 from workloads.endpoint.stream import Streamed, stream_request
@@ -38,22 +38,6 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0  # between two chunks: a server under load may queue a request this long
 SCRAPE_TIMEOUT_S = 1.0  # a scrape slower than this is skipped: the sampler must keep its rate
 NO_METRICS = ServerMetrics(None, None, None, None, None, None, None)
-
-
-@dataclass(frozen=True)
-class EndpointStats:
-    """One ``stats()`` snapshot; fits ``metrics.timeseries.ServerStatsLike``."""
-
-    time: float  # perf_counter
-    running: int | None
-    waiting: int | None
-    lanes: tuple = ()  # a server's lanes are not visible
-    draft_len: int | None = None
-    tokens_emitted: int = 0  # received by this client, cumulative
-    drafted: int = 0  # the server's draft tokens, cumulative (0 without spec-decode counters)
-    accepted: int = 0
-    kv_cache_usage: float | None = None
-    drafts: int | None = None
 
 
 class EndpointEngine:
@@ -69,6 +53,7 @@ class EndpointEngine:
         self._client: httpx.AsyncClient | None = None
         self._scraper: httpx.Client | None = None
         self._streamed: dict[str, Streamed] = {}
+        self._sent: list[Request] = []
         self._tokens = 0
         self._scraped = False  # /metrics answered at least once
         self._scrape_error: str | None = None
@@ -99,6 +84,7 @@ class EndpointEngine:
         if self._loop is None or self._client is None:
             raise RuntimeError("start the endpoint engine before submitting")
         streamed = self._streamed[request.request_id] = Streamed()
+        self._sent.append(request)
         request.mark_arrived()
         coroutine = stream_request(self._client, self.spec, request, self._tokenizer, streamed, self._count)
         asyncio.run_coroutine_threadsafe(coroutine, self._loop)
@@ -107,16 +93,20 @@ class EndpointEngine:
     def _count(self, tokens: int) -> None:
         self._tokens += tokens  # only the loop thread adds; readers see a whole int
 
-    def stats(self) -> EndpointStats:
+    def stats(self) -> EngineStats:
+        """Tokens as this client received them; the rest as the server's ``/metrics`` says (``None``: silent)."""
         scraped = self._scrape()
-        return EndpointStats(
+        # the server's draft tokens, cumulative (0 without spec-decode counters)
+        counters = Counters(self._tokens, scraped.draft_tokens or 0, scraped.accepted_tokens or 0)
+        return EngineStats(
+            engine=self.name,
             time=time.perf_counter(),
-            running=scraped.running,
             waiting=scraped.waiting,
+            running=scraped.running,
+            lanes=(),
             draft_len=scraped.draft_len,
-            tokens_emitted=self._tokens,
-            drafted=scraped.draft_tokens or 0,
-            accepted=scraped.accepted_tokens or 0,
+            counters=counters,
+            unfinished=sum(not r.done.is_set() for r in self._sent),
             kv_cache_usage=scraped.kv_cache_usage,
             drafts=scraped.drafts,
         )
@@ -136,10 +126,14 @@ class EndpointEngine:
         self._scraped = True
         return scraped
 
-    def response_text(self, request: Request) -> str | None:
+    def output_text(self, request: Request) -> str | None:
         """The text the server streamed for ``request`` (``None`` for one this engine never sent)."""
         streamed = self._streamed.get(request.request_id)
         return None if streamed is None else "".join(streamed.text)
+
+    def accounting_problems(self) -> list[str]:
+        """None to check here: a server keeps its request counts behind its ``/metrics``."""
+        return []
 
     def describe(self) -> dict[str, Any]:
         """For run.json: the endpoint, how output tokens were counted, whether ``/metrics`` answered."""
