@@ -71,7 +71,7 @@ def live_frames(records: Sequence[RunRecord]) -> RunFrames:
 def timeseries_frame(rows: Sequence[TimeseriesRow]) -> pd.DataFrame:
     """Every field of in-memory time series rows (lane busy shares, GPM counters included).
 
-    For a run in progress (``LiveSnapshot.timeseries``); timeseries.csv keeps only
+    For a run in progress (``RunSnapshot.timeseries``); timeseries.csv keeps only
     ``TIMESERIES_COLUMNS``.
     """
     columns = [f.name for f in fields(TimeseriesRow)]
