@@ -26,6 +26,7 @@ from dataclasses import replace
 from engine.config import ENGINES, EngineName
 from engine.flags import (
     DefaultsHelpFormatter,
+    OneLineErrorParser,
     add_engine_args,
     add_model_args,
     add_sampling_args,
@@ -36,8 +37,8 @@ from engine.flags import (
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineErrorParser(prog="python -m engine", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
     gen = sub.add_parser("generate", help="generate a completion for one prompt", formatter_class=DefaultsHelpFormatter)
     gen.add_argument(
         "--engine", type=engine_name, choices=ENGINES, default=EngineName.BASELINE, help="engine (default: %(default)s)"

@@ -11,6 +11,7 @@ read 0 as off.
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import MISSING, Field, fields
 from typing import Any, TypeVar, get_args, get_type_hints
 
@@ -72,8 +73,22 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
 
 
 def config_from_args(cls: type[C], args: argparse.Namespace, **fixed: Any) -> C:
-    """An instance of ``cls`` from the options ``add_config_args`` added, plus ``fixed`` fields."""
-    return cls(**{f.name: getattr(args, f.name) for f in _flagged(cls)}, **fixed)
+    """An instance of ``cls`` from the options ``add_config_args`` added, plus ``fixed`` fields.
+
+    A value the dataclass refuses raises its ``ValueError`` with each field name replaced by the flag the user
+    typed (``max_new_tokens`` -> ``--max-new-tokens``).
+    """
+    try:
+        return cls(**{f.name: getattr(args, f.name) for f in _flagged(cls)}, **fixed)
+    except ValueError as exc:
+        raise ValueError(in_flag_terms(str(exc), cls)) from None
+
+
+def in_flag_terms(message: str, cls: type) -> str:
+    """``message`` with every flagged field name of ``cls`` written as its command-line flag."""
+    for f in _flagged(cls):
+        message = re.sub(rf"(?<![\w-]){f.name}(?![\w-])", f.metadata["flag"], message)
+    return message
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:

@@ -73,6 +73,10 @@ def _number(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m workloads", description="Benchmark workloads for PD-Verify engines.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    # bench and report have parsers of their own (workloads.__main__ hands them their arguments); listed here
+    # so that --help names every command
+    sub.add_parser("bench", help="the benchmark suite: is it faster, and do the lanes help? (bench --help)")
+    sub.add_parser("report", help="one self-contained HTML report of run directories (report --help)")
     p = sub.add_parser(
         "replay", help="replay one trace on every engine and load point", formatter_class=DefaultsHelpFormatter
     )
