@@ -90,6 +90,9 @@ class Request:
     params: SamplingParams = field(default_factory=SamplingParams)
     prompt: str | None = None
     on_event: Callable[[TokenEvent], None] | None = None
+    # False: the output never teaches suffix drafting's global tree (a replay's warm-up request, which runs a
+    # measured prompt: learning its output would let the measured request draft from itself)
+    teaches_drafter: bool = True
 
     status: RequestStatus = RequestStatus.WAITING
     error: str | None = None

@@ -290,7 +290,7 @@ class Engine(ABC):
                 running.append(seq)
             elif not seq.released:
                 self._sequences.pop(id(seq), None)
-                if seq.request.status is RequestStatus.OK:  # only a completed output teaches suffix drafting
+                if seq.request.status is RequestStatus.OK and seq.request.teaches_drafter:  # completed outputs only
     def _isolated(self, seqs: list[Sequence], run: Callable[[list[Sequence]], list[Sequence]]) -> list[Sequence]:
         """``run(seqs)`` (a prefill chunk or a step), failing only the rows that fail on their own.
 

@@ -71,6 +71,7 @@ class TableStore:
 class TableModel:
     """A model runner whose next-token logits are log(table(tokens fed after the first))."""
 
+    name = "table"
     device = torch.device("cpu")
     vocab_size = VOCAB
 

@@ -68,3 +68,21 @@ def test_replay_on_tiny_writes_all_files_and_accounts_for_every_request(tmp_path
     for engine in ENGINES[1:]:
         assert outputs.loc[engine].sort_index().tolist() == reference.tolist(), engine
     assert [info.path for info in list_run_dirs(tmp_path)] == [out]
+
+
+def test_a_suffix_run_file_says_what_its_tree_held_and_the_warm_up_taught_it_nothing(tmp_path):
+    out = tmp_path / "run"
+    code = main([
+        "replay", "--engines", "baseline", "--drafter", "suffix", "--controller", "fixed", "--concurrency", "2",
+        "--num-requests", "4", "--dataset", "synthetic", "--input-len", "16", "--output-len", "6", "--rounds", "2",
+        "--preset", "tiny", "--device", "cpu", "--seed", "1", "--out", str(out),
+    ])  # fmt: skip
+    assert code == 0
+    (run,) = json.loads((out / "run.json").read_text())["runs"]
+    outputs = [json.loads(line) for line in (out / "outputs.jsonl").read_text().splitlines()]
+    assert [r["round"] for r in run["rounds"]] == [1, 2]
+    for entry in run["rounds"]:  # each round's engine starts with an empty tree
+        ids = [o["output_token_ids"] for o in outputs if o["round"] == entry["round"]]
+        # it learned the 4 measured outputs; the warm-up request (a measured prompt's first tokens) is not in it
+        assert entry["suffix_tree"]["sequences"] == len(ids) == 4
+        assert entry["suffix_tree"]["tokens"] == sum(map(len, ids))

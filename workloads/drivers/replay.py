@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from engine.config import ENGINES, SamplingParams
 from engine.devices import pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
+from engine.suffix_tree import TreeSize
 from metrics.device import open_probe
 from metrics.device_types import DeviceProbe
 from metrics.export import RequestOutput
@@ -93,7 +94,9 @@ def _warm_up(
 ) -> None:
     for i in range(min(n, len(items))):
         item = replace(items[i], request_id=f"warmup-{i}", max_new_tokens=min(WARMUP_TOKENS, items[i].max_new_tokens))
-        request = engine.submit(_request(item, i, params, lambda event: None))
+        request = _request(item, i, params, lambda event: None)
+        request.teaches_drafter = False  # it runs a measured prompt: its output must not be drafted from
+        request = engine.submit(request)
         while not request.done.wait(0.1):
             if halt.is_set():
                 return
@@ -213,6 +216,7 @@ def replay(
         duration_s=duration,
         planned=len(items),
         stop_reason=stop_reason,
+        suffix_tree=_suffix_tree(eng),
         engine_error=eng.fatal_error or stuck,
         endpoint=eng.describe(),
     )
@@ -269,3 +273,10 @@ def _output(key: RunKey, request: Request, pair: PairLike, text: str | None) -> 
     return RequestOutput(
         key.run_id, key.engine, request.request_id, request.prompt, tuple(request.prompt_token_ids), ids, text
     )
+
+
+def _suffix_tree(eng: Any) -> TreeSize | None:
+    """What an in-process engine's suffix tree held once it stopped (every request retired and taught it);
+    ``None`` for a server's engine (not ours to read) or a drafter without one."""
+    drafter = getattr(getattr(eng, "engine", eng), "drafter", None)
+    return drafter.tree_size() if drafter is not None else None

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.request import Request, RequestStatus
 from engine.schedulers.stats import Outcomes
+from engine.suffix_tree import TreeSize
 from metrics.device_types import ProbeInfo
 from metrics.export import RequestOutput, RunRecord
 from metrics.host_noise import HostNoise
@@ -52,6 +53,7 @@ class RunResult:
     stop_reason: StopReason | None  # None: the run went to the end of its trace
     engine_error: str | None  # a lane crash reported by the engine
     endpoint: dict[str, Any] | None = None  # an endpoint run: the server and how its tokens were counted
+    suffix_tree: TreeSize | None = None  # what the engine's global suffix tree held at the end (suffix drafters)
     round: int = 1  # a comparison's round (1-based): the sweep sets it, with the machine's noise during it
     noise: HostNoise | None = None
 
@@ -97,6 +99,7 @@ class RunResult:
             "stop_reason": None if self.stop_reason is None else str(self.stop_reason),
             "engine_error": self.engine_error,
             "position_acceptance": [asdict(p) for p in self.positions],
+            "suffix_tree": None if self.suffix_tree is None else self.suffix_tree._asdict(),
         }
         outputs = tuple(replace(o, round=self.round) for o in self.outputs)
         return RunRecord(
