@@ -234,11 +234,6 @@ class EngineConfig:
         ),
     )
 
-    @property
-    def drafts_with_model(self) -> bool:
-        """Whether the drafter runs the draft model (its forwards then need timing and caches)."""
-        return self.drafter in ("model", "model+ngram", "suffix+model")
-
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
