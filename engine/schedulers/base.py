@@ -59,11 +59,11 @@ class Engine(ABC):
         (run ``engine.profiling.prepare_profile`` first, as every command does).
         """
         self.pair = pair
-        self.config = config or EngineConfig(engine=self.name)
+        self.config = config or EngineConfig()
         self.drafter = make_drafter(self.config, pair, self.speculative)
         # an engine that does not speculate keeps a fixed controller only to report no draft length
         controls = self.config.controller if self.speculative else ControllerConfig(kind="fixed")
-        if profile is None and self.speculative and needs_profile(self.config):
+        if profile is None and needs_profile(self.config, self.name):
             profile = cached_profile(pair, self.config)
         self.controller: DraftLengthController = make_controller(controls, profile)
         self.budget = KVBudget(self.config.max_cache_tokens)
@@ -88,7 +88,6 @@ class Engine(ABC):
         if self.config.intra_op_threads is not None:
             torch.set_num_threads(self.config.intra_op_threads)
         for name, target in self._lane_loops().items():
-        request.params = normalised(request.params, self.pair.verifier.vocab_size)
             self.lanes[name] = Lane(name, self._guard(target), self.name)
         for lane in self.lanes.values():
             lane.thread.start()
@@ -97,6 +96,7 @@ class Engine(ABC):
     def submit(self, request: Request) -> Request:
         """Queue ``request``; invalid or late requests come back REJECTED, never raised."""
         request.mark_arrived()
+        request.params = normalised(request.params, self.pair.verifier.vocab_size)
         problem = self._validate(request)
         if not problem:
             with self._lock:  # stop() sets the flag under this lock: a request is either live or refused
@@ -291,6 +291,14 @@ class Engine(ABC):
             elif not seq.released:
                 self._sequences.pop(id(seq), None)
                 if seq.request.status is RequestStatus.OK and seq.request.teaches_drafter:  # completed outputs only
+                    self.drafter.learn(seq.request.output_token_ids)
+                seq.release()
+                self.budget.release(seq.reserved_tokens)
+                with self._lock:
+                    if self._live.pop(id(seq.request), None) is not None:
+                        self._counters.end(seq.request.status)
+        return running
+
     def _isolated(self, seqs: list[Sequence], run: Callable[[list[Sequence]], list[Sequence]]) -> list[Sequence]:
         """``run(seqs)`` (a prefill chunk or a step), failing only the rows that fail on their own.
 
@@ -326,14 +334,6 @@ class Engine(ABC):
             except Exception as alone:
                 self._fail([seq], alone)
         return alive
-
-                    self.drafter.learn(seq.request.output_token_ids)
-                seq.release()
-                self.budget.release(seq.reserved_tokens)
-                with self._lock:
-                    if self._live.pop(id(seq.request), None) is not None:
-                        self._counters.end(seq.request.status)
-        return running
 
     def _fail(self, seqs: list[Sequence], exc: BaseException) -> None:
         """End ``seqs`` as failed with the error text; the engine keeps serving others."""
