@@ -80,7 +80,8 @@ def charts_card() -> None:
     short = {r.run_id: r.stop_reason for r in view.results if r.stop_reason is not None}
     frames = tables.results_frames(view.results)
     table = tables.with_mean_draft_length(frames.summary, frames.requests)
-    table["stopped early"] = table["run_id"].map(short).fillna("")
+    # a plain lookup, not map + fillna: with no run stopped, map gives float NaNs that "" cannot fill (Pandas4Warning)
+    table["stopped early"] = [str(short.get(run_id, "")) for run_id in table["run_id"]]
     summary = comparison.with_times_ar(table[~table["run_id"].isin(short)])
     closed = summary["request_rate"].isna().all()
     x = "concurrency" if closed else "request_rate"
