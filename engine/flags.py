@@ -13,13 +13,20 @@ from __future__ import annotations
 import argparse
 import re
 from dataclasses import MISSING, Field, fields
-from typing import Any, TypeVar, get_args, get_type_hints
+from typing import Any, NoReturn, TypeVar, get_args, get_type_hints
 
 from engine.config import DTYPES, ControllerConfig, EngineConfig, EngineName, SamplingParams
 from engine.models.presets import DEFAULT_PRESET, PRESETS
 
 C = TypeVar("C")
 DTYPE_HELP = "one dtype for both models (default: float32 on the CPU, bfloat16 on CUDA; a distilled draft its own)"
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """A parser whose errors are one line naming the flag (``--help`` for the rest), not the whole usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
