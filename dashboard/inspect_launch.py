@@ -7,7 +7,7 @@ output cut into coloured pieces (``dashboard.token_view``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from dashboard.launch import POLL_S, Launch, LaunchStatus, PairLoader
 from dashboard.token_view import TokenPiece, token_pieces
@@ -57,8 +57,8 @@ class InspectLaunch(Launch):
         if self._cancel.is_set():
             return None
         request = Request("inspect", pair.encode_prompt(spec.prompt), spec.params, prompt=spec.prompt)
-        config = replace(spec.config, engine=spec.engine)
-        profile = prepare_profile(pair, config, self._progress)  # once per machine, with its own message
+        config = spec.config
+        profile = prepare_profile(pair, config, self._progress, engine=spec.engine)  # once per machine, own message
         if self._cancel.is_set():
             return None
         engine = make_engine(spec.engine, pair, config, profile)

@@ -87,11 +87,11 @@ def generate(args: argparse.Namespace) -> dict:
     from engine.terminal_progress import progress_bar
 
     params = sampling_from_args(args, seed=args.seed)
-    config = engine_config_from_args(args, args.engine)
+    config = engine_config_from_args(args)
     pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
     prompt_ids = pair.encode_prompt(args.prompt, raw=args.raw)
     with progress_bar() as progress:
-        profile = prepare_profile(pair, config, progress)
+        profile = prepare_profile(pair, config, progress, engine=args.engine)
     engine = make_engine(args.engine, pair, config, profile).start()
     start = time.perf_counter()
     try:
@@ -128,11 +128,11 @@ def profile(args: argparse.Namespace) -> str:
     from engine.terminal_progress import progress_bar
 
     # the profile any speculative engine with these flags reads, whatever --controller says
-    config = engine_config_from_args(args, "baseline")
+    config = engine_config_from_args(args)
     config = replace(config, controller=replace(config.controller, kind="cost"))
     pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
     with progress_bar() as progress:
-        table = prepare_profile(pair, config, progress).table()
+        table = prepare_profile(pair, config, progress, engine=EngineName.BASELINE).table()
     return f"{table}\n(milliseconds per forward; cached in {profile_path(pair, profile_shape(config))})"
 
 

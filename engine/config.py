@@ -27,6 +27,11 @@ class EngineName(StrEnum):
     PD = "pd"
     PDV = "pdv"
 
+    @property
+    def speculative(self) -> bool:
+        """Whether the engine drafts: every engine but AR, the verifier alone."""
+        return self is not EngineName.AR
+
     @classmethod
     def parse(cls, text: str) -> EngineName:
         """The engine ``text`` names in any case ("PDV", "pdv"); a ValueError naming the choices otherwise."""
@@ -163,7 +168,8 @@ class ControllerConfig:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    engine: str = "baseline"
+    """How an engine runs; which engine is ``make_engine``'s name alone."""
+
     controller: ControllerConfig = ControllerConfig()
     drafter: str = field(
         default="ngram",
@@ -235,8 +241,6 @@ class EngineConfig:
     )
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.drafter not in DRAFTERS:
             raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
         if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:

@@ -104,8 +104,8 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     add_config_args(parser.add_argument_group("engine"), EngineConfig)
 
 
-def engine_config_from_args(args: argparse.Namespace, engine: str) -> EngineConfig:
-    return config_from_args(EngineConfig, args, engine=engine, controller=config_from_args(ControllerConfig, args))
+def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
+    return config_from_args(EngineConfig, args, controller=config_from_args(ControllerConfig, args))
 
 
 def add_sampling_args(parser: argparse.ArgumentParser) -> None:

@@ -55,7 +55,7 @@ try:
         preset=preset,
         engine=engine,
         prompt=prompt,
-        config=EngineConfig(engine=engine, controller=controller, drafter=drafter),
+        config=EngineConfig(controller=controller, drafter=drafter),
         params=SamplingParams(temperature=float(temperature), max_new_tokens=int(max_new), seed=0),
     )
 except ValueError as exc:

@@ -299,7 +299,7 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
             dataset=dataset,
             num_requests=int(num),
             config=EngineConfig(
-                engine=engines[0] if engines else EngineConfig().engine, controller=controller, drafter=drafter
+                controller=controller, drafter=drafter
             ),
             params=SamplingParams(temperature=float(temperature), max_new_tokens=int(max_new), seed=0),
             slo=slo,

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from engine.config import ENGINES, EngineConfig
+from engine.config import ENGINES
 from engine.flags import (
     DefaultsHelpFormatter,
     add_engine_args,
@@ -154,7 +154,7 @@ def plan_from_args(args: argparse.Namespace):
         engines = tuple(dict.fromkeys(_list(args.engines, str.lower, "--engines"))) if args.engines else ()
         engines = engines or tuple(e for e in default.split(",") if e)
         policies = _policies(args)
-        config = engine_config_from_args(args, engines[0] if engines else EngineConfig().engine)
+        config = engine_config_from_args(args)
         params = sampling_from_args(args, seed=args.seed)
         slo = SLO(args.ttft_slo_ms, args.tpot_slo_ms)
         if args.num_requests < 1:

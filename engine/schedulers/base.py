@@ -59,11 +59,11 @@ class Engine(ABC):
         (run ``engine.profiling.prepare_profile`` first, as every command does).
         """
         self.pair = pair
-        self.config = config or EngineConfig(engine=self.name)
+        self.config = config or EngineConfig()
         self.drafter = make_drafter(self.config, pair, self.speculative)
         # an engine that does not speculate keeps a fixed controller only to report no draft length
         controls = self.config.controller if self.speculative else ControllerConfig(kind="fixed")
-        if profile is None and self.speculative and needs_profile(self.config):
+        if profile is None and needs_profile(self.config, self.name):
             profile = cached_profile(pair, self.config)
         self.controller: DraftLengthController = make_controller(controls, profile)
         self.budget = KVBudget(self.config.max_cache_tokens)

@@ -35,11 +35,11 @@ def served_name(args: argparse.Namespace, pair: ModelPair) -> str:
 
 
 def serve(args: argparse.Namespace) -> None:
-    config = engine_config_from_args(args, args.engine)
+    config = engine_config_from_args(args)
     pair = load_model_pair(args.preset, args.draft_model, args.verifier_model, args.device, args.dtype)
     name = served_name(args, pair)
     with progress_bar() as progress:
-        profile = prepare_profile(pair, config, progress)
+        profile = prepare_profile(pair, config, progress, engine=args.engine)
     engine = make_engine(args.engine, pair, config, profile)
     app = build_app(engine, pair, name, api_key=args.api_key, max_waiting=args.max_waiting)
     config = uvicorn.Config(

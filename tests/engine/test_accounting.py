@@ -15,7 +15,7 @@ FINAL = {RequestStatus.OK, RequestStatus.FAILED, RequestStatus.CANCELLED, Reques
 
 @pytest.mark.parametrize("engine", ["ar", "baseline", "pd", "pdv"])
 def test_no_request_lost_when_stopped_mid_run_under_arrivals(tiny_pair, engine):
-    eng = make_engine(engine, tiny_pair, EngineConfig(engine=engine, max_batch_size=4)).start()
+    eng = make_engine(engine, tiny_pair, EngineConfig(max_batch_size=4)).start()
     submitted: list[Request] = []
 
     def arrivals() -> None:
@@ -61,7 +61,7 @@ def test_invalid_requests_are_rejected_with_one_clear_error(tiny_pair):
 
 def test_kv_budget_makes_requests_wait_instead_of_failing(tiny_pair):
     # each request reserves 3 + 40 + 1 = 44 tokens; a budget of 100 admits two at a time
-    eng = make_engine("pd", tiny_pair, EngineConfig(engine="pd", max_cache_tokens=100))
+    eng = make_engine("pd", tiny_pair, EngineConfig(max_cache_tokens=100))
     requests = [Request(f"b{i}", [5, 6, 7], SamplingParams(max_new_tokens=40, stop_token_ids=())) for i in range(6)]
     peak = 0
 
@@ -109,7 +109,7 @@ def test_a_failing_forward_fails_its_requests_and_the_engine_keeps_serving(tiny_
 
 @pytest.mark.parametrize("engine", ["baseline", "pdv"])
 def test_the_controller_sees_every_rejection_the_requests_record(tiny_pair, engine):
-    eng = make_engine(engine, tiny_pair, EngineConfig(engine=engine))
+    eng = make_engine(engine, tiny_pair, EngineConfig())
     seen = []
     observe = eng.controller.observe
     eng.controller.observe = lambda obs: (seen.append(obs), observe(obs))
@@ -128,7 +128,7 @@ def test_the_controller_sees_every_rejection_the_requests_record(tiny_pair, engi
 
 @pytest.mark.parametrize("hybrid_threshold", [None, 100], ids=["pipelined", "hybrid"])
 def test_pdv_never_holds_more_requests_than_the_batch_limit(tiny_pair, hybrid_threshold):
-    config = EngineConfig(engine="pdv", max_batch_size=3, micro_batches=2, hybrid_threshold=hybrid_threshold)
+    config = EngineConfig(max_batch_size=3, micro_batches=2, hybrid_threshold=hybrid_threshold)
     eng = make_engine("pdv", tiny_pair, config)
     modes = count_modes(eng)
     submitted: list[Request] = []
@@ -291,7 +291,7 @@ def _pdv_signals(tiny_pair, config: EngineConfig, n: int, verify_sleep: float):
 
 def test_pdv_tells_the_controller_how_many_blocks_are_ahead_in_the_verify_lane(tiny_pair):
     config = EngineConfig(
-        engine="pdv", drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=3, hybrid_threshold=None
+        drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=3, hybrid_threshold=None
     )
     seen = _pdv_signals(tiny_pair, config, 6, verify_sleep=0.05)
     ahead = [s.verify_queue for _, s in seen]
@@ -307,7 +307,7 @@ def test_pdv_tells_the_controller_how_many_blocks_are_ahead_in_the_verify_lane(t
 def test_pdv_decode_p95_never_mixes_hybrid_and_pipelined_steps(tiny_pair):
     # four requests of different lengths: pipelined while three or more run, hybrid after
     config = EngineConfig(
-        engine="pdv", drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=2, hybrid_threshold=3
+        drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=2, hybrid_threshold=3
     )
     seen = _pdv_signals(tiny_pair, config, 4, verify_sleep=0.05)
     hybrid = [s.decode_p95_ms for is_hybrid, s in seen if is_hybrid]
@@ -323,6 +323,6 @@ def test_pdv_warns_when_the_feedback_queue_target_cannot_be_reached(tiny_pair, c
     feedback = ControllerConfig(kind="feedback", target_verify_queue=2)
     for micro_batches, warned in ((2, True), (4, False)):
         caplog.clear()
-        config = EngineConfig(engine="pdv", controller=feedback, micro_batches=micro_batches)
+        config = EngineConfig(controller=feedback, micro_batches=micro_batches)
         make_engine("pdv", tiny_pair, config).start().stop()
         assert any("can never be exceeded" in r.getMessage() for r in caplog.records) == warned

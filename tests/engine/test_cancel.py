@@ -17,7 +17,7 @@ def _long(rid: str, on_event=None, prompt=(5, 6, 7)) -> Request:
 
 @pytest.mark.parametrize("engine", ["ar", "baseline", "pd", "pdv"])
 def test_cancelling_a_running_request_frees_its_budget_and_spares_the_others(tiny_pair, engine):
-    eng = make_engine(engine, tiny_pair, EngineConfig(engine=engine, hybrid_threshold=None)).start()
+    eng = make_engine(engine, tiny_pair, EngineConfig(hybrid_threshold=None)).start()
     started = threading.Event()
     try:
         victim = eng.submit(_long("victim", on_event=lambda e: e.token_ids and started.set()))
@@ -37,7 +37,7 @@ def test_cancelling_a_running_request_frees_its_budget_and_spares_the_others(tin
 
 @pytest.mark.parametrize("engine", ["baseline", "pd"])
 def test_a_request_cancelled_mid_prefill_gets_no_more_chunks_and_frees_its_budget(tiny_pair, engine, monkeypatch):
-    eng = make_engine(engine, tiny_pair, EngineConfig(engine=engine, prefill_chunk_tokens=8))
+    eng = make_engine(engine, tiny_pair, EngineConfig(prefill_chunk_tokens=8))
     victim = _long("victim", prompt=[7] * 64)
     chunks = []
     original = eng._prefill
@@ -92,7 +92,7 @@ def test_cancelling_a_finished_request_changes_nothing(tiny_pair):
 
 
 def test_cancels_racing_the_lanes_from_many_threads_leak_no_budget(tiny_pair):
-    eng = make_engine("pdv", tiny_pair, EngineConfig(engine="pdv", hybrid_threshold=None, max_batch_size=8)).start()
+    eng = make_engine("pdv", tiny_pair, EngineConfig(hybrid_threshold=None, max_batch_size=8)).start()
     requests = [_long(f"r{i}") for i in range(12)]
     try:
         for request in requests:

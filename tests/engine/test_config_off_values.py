@@ -11,7 +11,7 @@ from engine.flags import add_engine_args, engine_config_from_args
 def _parsed(*argv: str) -> EngineConfig:
     parser = argparse.ArgumentParser()
     add_engine_args(parser)
-    return engine_config_from_args(parser.parse_args(argv), "pdv")
+    return engine_config_from_args(parser.parse_args(argv))
 
 
 def test_a_hybrid_threshold_of_0_is_refused_in_the_config_with_what_to_use_instead():

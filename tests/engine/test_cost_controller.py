@@ -102,7 +102,7 @@ def _small_config(**engine):
 
 def test_the_profile_is_measured_once_per_machine_and_pair(tiny_pair, tmp_path, monkeypatch):
     monkeypatch.setenv("PDV_PROFILE_DIR", str(tmp_path))
-    first = prepare_profile(tiny_pair, _small_config())
+    first = prepare_profile(tiny_pair, _small_config(), engine="baseline")
     assert first.batch_sizes == (1, 2, 4) and first.tokens == (1, 2, 3)
     assert all(v > 0 for row in first.verify_ms for v in row) and len(first.draft_ms) == 3
     path = profile_path(tiny_pair, ProfileShape(4, 3, True))
@@ -112,26 +112,26 @@ def test_the_profile_is_measured_once_per_machine_and_pair(tiny_pair, tmp_path, 
         raise AssertionError("a cached profile was measured again")
 
     monkeypatch.setattr("engine.profiling.prepare.measure", refuse)
-    assert prepare_profile(tiny_pair, _small_config()) == first
+    assert prepare_profile(tiny_pair, _small_config(), engine="baseline") == first
     assert "verify t=3" in first.table()
     # a smaller grid reads the larger profile; a larger one, or one without the draft, is measured
-    assert prepare_profile(tiny_pair, _small_config(max_batch_size=2)) == first
+    assert prepare_profile(tiny_pair, _small_config(max_batch_size=2), engine="baseline") == first
     with pytest.raises(AssertionError, match="measured again"):
-        prepare_profile(tiny_pair, _small_config(max_batch_size=8))
+        prepare_profile(tiny_pair, _small_config(max_batch_size=8), engine="baseline")
     with pytest.raises(AssertionError, match="measured again"):
-        prepare_profile(tiny_pair, _small_config(max_batch_size=2, drafter="ngram"))
+        prepare_profile(tiny_pair, _small_config(max_batch_size=2, drafter="ngram"), engine="baseline")
 
 
 def test_measuring_reports_progress_up_to_the_whole_grid(tiny_pair, tmp_path, monkeypatch):
     monkeypatch.setenv("PDV_PROFILE_DIR", str(tmp_path))
     reports: list[tuple[str, float]] = []
-    prepare_profile(tiny_pair, _small_config(), lambda message, fraction: reports.append((message, fraction)))
+    prepare_profile(tiny_pair, _small_config(), lambda m, f: reports.append((m, f)), engine="baseline")
     fractions = [f for _, f in reports]
     assert all(m.startswith(MEASURING) for m, _ in reports)
     assert fractions[0] == 0.0 and fractions[-1] == pytest.approx(1.0) and fractions == sorted(fractions)
     assert "s left)" in reports[-1][0]
     reports.clear()
-    prepare_profile(tiny_pair, _small_config(), lambda message, fraction: reports.append((message, fraction)))
+    prepare_profile(tiny_pair, _small_config(), lambda m, f: reports.append((m, f)), engine="baseline")
     assert reports == []  # read from the cache: nothing to watch
 
 
@@ -149,7 +149,7 @@ def test_an_engine_never_measures_and_names_the_step_when_the_profile_is_missing
     make_engine("ar", tiny_pair, _small_config())  # AR never drafts: it needs no profile
     monkeypatch.undo()
     monkeypatch.setenv("PDV_PROFILE_DIR", str(tmp_path))
-    profile = prepare_profile(tiny_pair, _small_config())
+    profile = prepare_profile(tiny_pair, _small_config(), engine="baseline")
     assert make_engine("pdv", tiny_pair, _small_config()).controller.profile == profile
 
 

@@ -11,7 +11,7 @@ from tests.support.serve import served, uvicorn_thread
 from workloads.datasets.synthetic import LengthSpec
 from workloads.drivers.trace import DatasetSpec, load_trace
 
-CONFIG = EngineConfig(engine="pdv", controller=ControllerConfig(kind="fixed"), drafter="model+ngram")
+CONFIG = EngineConfig(controller=ControllerConfig(kind="fixed"), drafter="model+ngram")
 
 
 @pytest.mark.parametrize("dataset", ["synthetic", "sharegpt"])

@@ -50,7 +50,7 @@ REPEATING = ["abcabcabcabc", "the cat and the cat and the", "1,2,3,1,2,3,1,2", "
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
 @pytest.mark.parametrize("drafter", ["ngram", "model+ngram", "suffix", "suffix+model"])
 def test_greedy_output_matches_verifier_alone_with_every_drafter(tiny_pair, engine, drafter):
-    config = EngineConfig(engine=engine, drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=3)
+    config = EngineConfig(drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=3)
     params = SamplingParams(max_new_tokens=24, stop_token_ids=())
     requests = [Request(f"d{i}", tiny_pair.encode_prompt(p), params) for i, p in enumerate(PROMPTS + REPEATING)]
     eng = make_engine(engine, tiny_pair, config)
@@ -68,7 +68,7 @@ def test_greedy_output_matches_verifier_alone_with_every_drafter(tiny_pair, engi
 def test_the_ngram_drafter_never_runs_the_draft_model(tiny_pair):
     pair = counting(tiny_pair)
     before = pair.draft.tokens_forwarded
-    config = EngineConfig(engine="baseline", drafter="ngram", prompt_lookup_min=1)
+    config = EngineConfig(drafter="ngram", prompt_lookup_min=1)
     eng = make_engine("baseline", pair, config)
     request = Request("n", pair.encode_prompt("abcabcabc"), SamplingParams(max_new_tokens=16))
     try:
@@ -82,9 +82,9 @@ def test_the_ngram_drafter_never_runs_the_draft_model(tiny_pair):
 def sampled_second_tokens(pair, engine: str, drafter: str, prompt: list[int], trials: int = 800) -> list[Request]:
     controller = ControllerConfig(kind="fixed", draft_len=3)
     config = EngineConfig(
-        engine=engine, controller=controller, drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=1
+        controller=controller, drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=1
     )
-    return seeded_samples(pair, config, prompt, trials)
+    return seeded_samples(pair, engine, config, prompt, trials)
 
 
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
@@ -114,8 +114,8 @@ def test_proposals_from_the_global_suffix_tree_keep_the_distribution(tiny_pair, 
     warmup.write_text(json.dumps({"sequences": [permutation]}))
     prompt = tiny_pair.encode_prompt("q")
     controller = ControllerConfig(kind="fixed", draft_len=3)
-    config = EngineConfig(engine="baseline", drafter="suffix", suffix_warmup=str(warmup), controller=controller)
-    requests = seeded_samples(tiny_pair, config, prompt, 800)
+    config = EngineConfig(drafter="suffix", suffix_warmup=str(warmup), controller=controller)
+    requests = seeded_samples(tiny_pair, "baseline", config, prompt, 800)
     from_tree = sum(r.steps[0].source is not None and r.steps[0].source.kind is SourceKind.GLOBAL for r in requests)
     assert from_tree > len(requests) / 2
     second = np.bincount([r.output_token_ids[1] for r in requests], minlength=vocab)
@@ -141,7 +141,7 @@ def test_model_and_lookup_proposals_mixed_in_one_batch_keep_the_distribution(tin
 
 def test_the_draft_cache_stays_in_step_with_lookup_steps_in_between(tiny_pair):
     # between steps the draft cache plus the tokens it still lacks is the verifier's context and ``pending``
-    config = EngineConfig(engine="baseline", drafter="model+ngram", prompt_lookup_min=1, prompt_lookup_max=2)
+    config = EngineConfig(drafter="model+ngram", prompt_lookup_min=1, prompt_lookup_max=2)
     eng = make_engine("baseline", tiny_pair, config)
     params = SamplingParams(max_new_tokens=40, stop_token_ids=())
     request = Request("c", tiny_pair.encode_prompt("abcabcabcabc"), params)

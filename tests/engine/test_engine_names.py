@@ -38,3 +38,10 @@ def test_make_engine_takes_a_name_in_any_case_and_names_each_lane_thread_after_t
         assert {lane.thread.name for lane in eng.lanes.values()} == threads
     finally:
         eng.stop()
+
+
+def test_a_name_says_whether_its_engine_speculates_as_the_engine_class_does():
+    from engine.schedulers.registry import ENGINE_CLASSES
+
+    assert [n for n in ENGINES if not n.speculative] == [EngineName.AR]
+    assert all(ENGINE_CLASSES[n].speculative == n.speculative and ENGINE_CLASSES[n].name is n for n in ENGINES)

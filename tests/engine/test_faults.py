@@ -18,7 +18,7 @@ FIXED = ControllerConfig(kind="fixed")  # always drafts with the draft model, so
 
 
 def _config(engine: str, **kw) -> EngineConfig:
-    return EngineConfig(engine=engine, controller=FIXED, drafter="model", hybrid_threshold=None, **kw)
+    return EngineConfig(controller=FIXED, drafter="model", hybrid_threshold=None, **kw)
 
 
 def _requests(prefix: str, n: int) -> list[Request]:

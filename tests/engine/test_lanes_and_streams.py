@@ -180,7 +180,7 @@ def test_pdv_marks_its_draft_blocks_after_verification_and_every_kv_store_at_rel
     eng = make_engine(
         "pdv",
         tiny_pair,
-        EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed"), engine="pdv", hybrid_threshold=None),
+        EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed"), hybrid_threshold=None),
     )
     modes = count_modes(eng)
     eng.start()

@@ -55,7 +55,7 @@ def references(tiny_pair):
 
 
 def run(pair, engine, config=None, requests=None):
-    config = config or EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed"), engine=engine)
+    config = config or EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed"))
     requests = requests or make_requests(pair)
     eng = make_engine(engine, pair, config)
     try:
@@ -68,7 +68,7 @@ def run(pair, engine, config=None, requests=None):
 @pytest.mark.parametrize("engine", ["ar", "baseline", "pd", "pdv"])
 @pytest.mark.parametrize("controller", ["fixed", "feedback", "goodput", "cost"])
 def test_greedy_output_matches_verifier_alone(tiny_pair, references, engine, controller):
-    config = EngineConfig(drafter="model", engine=engine, controller=ControllerConfig(kind=controller))
+    config = EngineConfig(drafter="model", controller=ControllerConfig(kind=controller))
     requests, _ = run(tiny_pair, engine, config)
     assert len(requests) >= 16
     for r in requests:
@@ -79,7 +79,7 @@ def test_greedy_output_matches_verifier_alone(tiny_pair, references, engine, con
 @pytest.mark.parametrize("hybrid_threshold", [None, 3, 100])
 def test_pdv_lossless_with_hybrid_mode_on_and_off(tiny_pair, references, hybrid_threshold):
     config = EngineConfig(
-        drafter="model", controller=ControllerConfig(kind="fixed"), engine="pdv", hybrid_threshold=hybrid_threshold
+        drafter="model", controller=ControllerConfig(kind="fixed"), hybrid_threshold=hybrid_threshold
     )
     eng = make_engine("pdv", tiny_pair, config)
     modes = count_modes(eng)
@@ -102,7 +102,7 @@ def test_draft_equal_to_verifier_accepts_everything(tiny_pair, references, engin
     # every proposal matches only if the draft cache is exactly the verifier's after each step, gated or not
     pair = replace(tiny_pair, draft=ModelRunner(tiny_pair.verifier.model, "draft"))
     config = EngineConfig(
-        drafter="model", engine=engine, controller=ControllerConfig(kind="fixed", draft_confidence=confidence)
+        drafter="model", controller=ControllerConfig(kind="fixed", draft_confidence=confidence)
     )
     requests, _ = run(pair, engine, config)
     assert sum(r.drafted for r in requests) > 0
@@ -130,7 +130,7 @@ def test_the_confidence_gate_proposes_fewer_tokens_and_keeps_the_output(tiny_pai
     gated, _ = run(
         tiny_pair,
         engine,
-        EngineConfig(drafter="model", engine=engine, controller=ControllerConfig(kind="fixed", draft_confidence=GATE)),
+        EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed", draft_confidence=GATE)),
     )
     for r in gated:
         assert r.status == "ok", r.error
@@ -193,7 +193,7 @@ def test_ar_engine_forwards_each_token_once(tiny_pair):
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
 def test_suffix_drafting_learns_completed_outputs_and_stays_lossless(tiny_pair, references, engine):
     """A second pass over the same prompts drafts from the first pass's outputs, which the global tree learned."""
-    config = EngineConfig(drafter="suffix", engine=engine, controller=ControllerConfig(kind="fixed"))
+    config = EngineConfig(drafter="suffix", controller=ControllerConfig(kind="fixed"))
     eng = make_engine(engine, tiny_pair, config)
     first, second = make_requests(tiny_pair), make_requests(tiny_pair)
     try:

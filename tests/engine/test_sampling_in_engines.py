@@ -30,7 +30,6 @@ TOP_K = 4  # keeps the exact marginals cheap (4^4 prefixes) and the draft's and 
 def sampled_counts(pair, engine: str, prompt: list[int], params: SamplingParams, confidence=None) -> np.ndarray:
     """Counts [DRAFT_LEN + 1, V] of output tokens 0..4 over TRIALS requests (seeds 0..) in one engine run."""
     config = EngineConfig(
-        engine=engine,
         drafter="model",
         max_batch_size=256,  # many rows per step: the run takes seconds, not minutes
         controller=ControllerConfig(kind="fixed", draft_len=DRAFT_LEN, draft_confidence=confidence),
@@ -175,9 +174,9 @@ def merged_chisquare(counts: np.ndarray, probs: np.ndarray, min_expected: float 
     return chisquare(obs, exp).pvalue
 
 
-def seeded_samples(pair, config: EngineConfig, prompt: list[int], trials: int) -> list[Request]:
-    """``trials`` requests for ``prompt`` sampled at T = 1 with seeds 0.., 4 tokens each, through ``config``."""
-    eng = make_engine(config.engine, pair, config)
+def seeded_samples(pair, engine: str, config: EngineConfig, prompt: list[int], trials: int) -> list[Request]:
+    """``trials`` requests for ``prompt`` sampled at T = 1 with seeds 0.., 4 tokens each, through ``engine``."""
+    eng = make_engine(engine, pair, config)
     requests = [
         Request(f"s{i}", prompt, SamplingParams(temperature=1.0, max_new_tokens=4, seed=i, stop_token_ids=()))
         for i in range(trials)
@@ -195,10 +194,9 @@ def sampled_second_tokens(
     """Counts of the second output token over ``trials`` seeded samples (T = 1, L = 3) through ``engine``."""
     config = EngineConfig(
         drafter="model",
-        engine=engine,
         controller=ControllerConfig(kind="fixed", draft_len=3, draft_confidence=confidence),
     )
-    requests = seeded_samples(pair, config, prompt, trials)
+    requests = seeded_samples(pair, engine, config, prompt, trials)
     # the second token went through speculation: proposed by the draft, or (gated) left to the verifier
     proposed = sum(r.steps[0].draft_len > 0 for r in requests)
     if confidence:

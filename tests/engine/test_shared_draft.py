@@ -116,7 +116,7 @@ def test_load_model_pair_takes_a_shared_draft_directory(verifier, tmp_path):
 
 @pytest.mark.parametrize("engine", ["baseline", "pdv"])
 def test_greedy_output_is_the_verifiers_even_for_tokens_the_draft_cannot_propose(subset_pair, engine):
-    config = EngineConfig(drafter="model", engine=engine, controller=ControllerConfig(kind="fixed", draft_len=3))
+    config = EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3))
     requests = greedy_run_matches_verifier(subset_pair, engine, ["Hello, World! 123", "zzz", "UPPER case"], 20, config)
     outputs = [t for r in requests for t in r.output_token_ids]
     assert any(t not in SUBSET.tolist() for t in outputs)  # the verifier did emit tokens outside the subset
@@ -151,7 +151,7 @@ def test_a_draft_runs_in_the_dtype_it_was_trained_in(saved_bf16_pair, monkeypatc
     assert pair.describe()["draft_dtype"] == "bfloat16"
     # the embedding table is still the verifier's own tensor, not a bfloat16 copy
     assert pair.draft.model.model.embed_tokens.weight is pair.verifier.model.get_input_embeddings().weight
-    config = EngineConfig(drafter="model", engine="baseline", controller=ControllerConfig(kind="fixed", draft_len=3))
+    config = EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3))
     requests = greedy_run_matches_verifier(pair, "baseline", ["abc abc abc", "Hello there"], 16, config)
     assert sum(r.accepted for r in requests) > 0
     # --dtype names the dtype of both models

@@ -60,7 +60,7 @@ RUNS = [("ar", "fixed")] + [(engine, setup) for engine in ("baseline", "pd", "pd
 @pytest.mark.parametrize(("engine", "setup"), RUNS)
 def test_every_engine_and_controller_returns_the_verifier_greedy_output(smol_pair, engine, setup):
     prompts = sharegpt_prompts(2)
-    config = EngineConfig(engine=engine, **SETUPS[setup])
+    config = EngineConfig(**SETUPS[setup])
     requests = greedy_run_matches_verifier(smol_pair, engine, prompts, 16, config=config, stop=True, timeout=300)
     drafted = sum(step.draft_len for r in requests for step in r.steps)
     assert drafted == 0 if engine == "ar" else drafted > 0

@@ -50,7 +50,7 @@ def greedy_run_matches_verifier(
 
     params = SamplingParams(max_new_tokens=max_new_tokens, **({} if stop else {"stop_token_ids": ()}))
     requests = [Request(f"g{i}", pair.encode_prompt(p), params) for i, p in enumerate(prompts)]
-    eng = make_engine(engine, pair, config or EngineConfig(engine=engine, drafter="model"))
+    eng = make_engine(engine, pair, config or EngineConfig(drafter="model"))
     try:
         eng.generate(requests, timeout=timeout)
     finally:

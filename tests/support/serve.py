@@ -30,7 +30,7 @@ class Served:
 
 
 def served(pair: ModelPair, engine: str = "baseline", api_key: str | None = None, **config) -> Served:
-    eng = make_engine(engine, pair, EngineConfig(engine=engine, **config))
+    eng = make_engine(engine, pair, EngineConfig(**config))
     result = Served(build_app(eng, pair, MODEL, api_key=api_key), eng)
     submit = eng.submit
 

@@ -37,7 +37,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.config import ControllerConfig, EngineConfig, EngineName, SamplingParams
 from engine.request import Request
 from workloads.bench.drafters import HELD_OUT, MT_BENCH
 from workloads.datasets.sharegpt import SampledRequest
@@ -54,8 +54,8 @@ CODING = "coding"  # MT-Bench's category of programming questions
 
 def engine_config(setup: str, warmup: Path) -> EngineConfig:
     if setup == "ar":
-        return EngineConfig(engine="ar")
-    config = EngineConfig(engine="baseline", drafter=setup, controller=ControllerConfig(kind="cost"))
+        return EngineConfig()
+    config = EngineConfig(drafter=setup, controller=ControllerConfig(kind="cost"))
     return replace(config, suffix_warmup=str(warmup)) if setup == "suffix" else config
 
 
@@ -84,7 +84,7 @@ def warmup_file(pair, out: Path, n: int, max_new: int, measured: list[Trace]) ->
     taken = {item.prompt for trace in measured for item in trace.items}
     trace = load_trace(DatasetSpec(), pair, n + len(taken), 1, max_new)
     items = tuple(item for item in trace.items if item.prompt not in taken)[:n]
-    settings = RunSettings(EngineConfig(engine="ar"), greedy(max_new))
+    settings = RunSettings(EngineConfig(), greedy(max_new))
     result = replay(pair, Trace(items, trace.source, 1), RunSpec("ar", ClosedLoop(16), settings))
     sequences = [list(r.output_token_ids) for r in result.requests if r.status == "ok"]
     source = f"AR greedy outputs of {len(sequences)} bundled ShareGPT prompts (seed 1), {max_new} new tokens at most"
@@ -110,7 +110,8 @@ def run(pair, setup: str, warmup: Path, warm_prompt: list[int], trace: Trace, c:
         return InProcessEngine(engine)
 
     config = engine_config(setup, warmup)
-    spec = RunSpec(config.engine, ClosedLoop(c), RunSettings(config, greedy(max_new), warmup=0))
+    engine = EngineName.AR if setup == "ar" else EngineName.BASELINE
+    spec = RunSpec(engine, ClosedLoop(c), RunSettings(config, greedy(max_new), warmup=0))
     result = replay(pair, trace, spec, RunHooks(engine_factory=factory))
     tree = engines[0].stats().suffix_tree
     return {

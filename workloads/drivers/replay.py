@@ -37,7 +37,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from engine.config import ENGINES, SamplingParams
+from engine.config import SamplingParams
 from engine.devices import pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
 from engine.suffix_tree import TreeSize
@@ -139,8 +139,7 @@ def replay(
         if event.finished:
             clock.wake()
 
-    # an endpoint's label is no engine name: its config is not the engine's
-    eng = hooks.engine_factory(engine, pair, replace(config, engine=engine) if engine in ENGINES else config)
+    eng = hooks.engine_factory(engine, pair, config)
     own_probe = probe is None
     probe = probe if probe is not None else open_probe(str(pair.device), pci_bus_id=pci_bus_id(pair.device))
     requests = [_request(item, i, params, on_event) for i, item in enumerate(items)]

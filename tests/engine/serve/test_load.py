@@ -18,7 +18,7 @@ NEED = len(PROMPT) + MAX_NEW + 1  # KV tokens each request reserves
 
 def test_requests_beyond_the_kv_budget_wait_and_all_finish_within_it(tiny_pair):
     budget = 3 * NEED  # room for three requests at once
-    eng = make_engine("pd", tiny_pair, EngineConfig(engine="pd", max_cache_tokens=budget, max_batch_size=16))
+    eng = make_engine("pd", tiny_pair, EngineConfig(max_cache_tokens=budget, max_batch_size=16))
     params = SamplingParams(temperature=0.0, max_new_tokens=MAX_NEW, stop_token_ids=())
     peak, running_peak, stop = [0], [0], threading.Event()
 
