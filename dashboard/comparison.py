@@ -15,7 +15,7 @@ from dataclasses import asdict
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from metrics.comparison import COLUMNS, LOAD, NA, OPTIONAL, RATIOS, text, with_times_ar
+from metrics.comparison import COLUMNS, LOAD, NA, OPTIONAL, RATIOS, interval_texts, text, with_times_ar
 from metrics.summary import RunSummary
 from presentation.palette import engine_label
 
@@ -33,6 +33,8 @@ def summary_frame(summaries: Sequence[RunSummary]) -> pd.DataFrame:
 def summary_table(summary: pd.DataFrame, within: Sequence[str] = ()) -> Styler:
     """The pages' results table: ``summary`` with the × AR ratios, human headers, units and "—"."""
     frame = with_times_ar(summary, within)
+    for ratio in RATIOS:  # with the rounds' min–max where the runs had rounds
+        frame[ratio] = interval_texts(frame, ratio)
     frame["engine"] = frame["engine"].map(engine_label)
     frame["requests"] = [f"{ok}/{n}" for ok, n in zip(frame["completed"], frame["num_requests"], strict=True)]
     if "stopped early" in frame:
@@ -44,7 +46,9 @@ def summary_table(summary: pd.DataFrame, within: Sequence[str] = ()) -> Styler:
     formats = {}
     for column in shown:
         header, fmt = COLUMNS[column]
-        if table[column].isna().any():
+        if column in RATIOS:  # already text (interval_texts)
+            table[column] = [NA if v is None or (isinstance(v, float) and pd.isna(v)) else v for v in table[column]]
+        elif table[column].isna().any():
             table[column] = [text(v, fmt) for v in table[column]]
         else:
             formats[header] = fmt

@@ -35,6 +35,7 @@ from engine.profiling import prepare_profiles
 from workloads.drivers.environment import run_context
 from workloads.drivers.live import LiveRun, RunSnapshot
 from workloads.drivers.replay import PairLike
+from workloads.drivers.rounds import LoadPointComparison
 from workloads.drivers.run_result import RunResult
 from workloads.drivers.run_spec import RunHooks, RunSpec
 from workloads.drivers.run_state import RunState
@@ -53,11 +54,14 @@ class ReplayView:
     launch_id: str
     spec: ReplaySpec
     status: LaunchStatus
-    runs: tuple[RunSnapshot, ...]  # in ``spec.run_order()``
+    runs: tuple[RunSnapshot, ...]  # in ``spec.run_order()``: each run's round in progress, or its latest round
     out_dir: Path
+    rounds: tuple[RunResult, ...] = ()  # every ended round of every run, in the order they ran
+    comparisons: tuple[LoadPointComparison, ...] = ()  # per load point reached: × AR intervals and verdict so far
 
     @property
     def results(self) -> tuple[RunResult, ...]:
+        """The runs' latest ended rounds (one per run)."""
         return tuple(r.result for r in self.runs if r.result is not None)
 
 
@@ -66,9 +70,10 @@ class _Sweep:
     """One sweep of the launch; ``results`` and ``ended`` are guarded by the launch's lock."""
 
     plan: SweepPlan
-    runs: list[RunSpec]  # in its order
+    order: list[tuple[RunSpec, int]]  # every round of every run, in the order they run
     live: LiveRun = field(default_factory=LiveRun)
     results: list[RunResult] = field(default_factory=list)
+    comparisons: dict[int, LoadPointComparison] = field(default_factory=dict)  # by load point index
     ended: bool = False
 
 
@@ -117,10 +122,11 @@ class ReplayLaunch(Launch):
             },
             **run_context(pair),
         }
-        sweeps = [_Sweep(plan, plan.runs()) for plan in (spec.plan(e, p) for e, p in spec.job_groups())]
+        sweeps = [_Sweep(plan, plan.run_order()) for plan in (spec.plan(e, p) for e, p in spec.job_groups())]
         with self._lock:
             self._sweeps, self._planned = sweeps, len(trace.items)
-        self._running(f"Running {len(spec.run_order())} run(s)")
+        rounds = f", {spec.rounds} rounds each" if spec.rounds > 1 else ""
+        self._running(f"Running {len(spec.run_order())} run(s){rounds}")
         if len(sweeps) == 1:
             errors = [self._sweep(sweeps[0], pair, trace, meta)]
         else:
@@ -136,8 +142,13 @@ class ReplayLaunch(Launch):
             with self._lock:
                 sweep.results.append(result)
 
+        def compared(point: LoadPointComparison) -> None:
+            with self._lock:
+                sweep.comparisons[sweep.plan.policies.index(point.policy)] = point
+
         try:
-            run_sweep(pair, trace, sweep.plan, self._writer, meta, RunHooks(self._cancel, None, finished, sweep.live))
+            hooks = RunHooks(self._cancel, None, finished, sweep.live)
+            run_sweep(pair, trace, sweep.plan, self._writer, meta, hooks, compared)
             return None
         except Exception as exc:  # shown on the page; what was measured before stays
             log.exception("%s launch %s: a sweep failed", self.kind, self.id)
@@ -150,27 +161,35 @@ class ReplayLaunch(Launch):
     def view(self) -> ReplayView:
         with self._lock:
             sweeps = [(s, tuple(s.results), s.ended) for s in self._sweeps]
+            points = [dict(s.comparisons) for s in self._sweeps]
             total = self._planned
         runs = []
         for run in self.spec.run_order():
-            place = next(((s, r, e) for s, r, e in sweeps if run in s.runs), None)
+            place = next(((s, r, e) for s, r, e in sweeps if any(spec == run for spec, _ in s.order)), None)
             if place is None:
                 runs.append(RunSnapshot.empty(run.engine, run.policy, RunState.WAITING, total))
                 continue
             sweep, results, ended = place
-            runs.append(_where(run, sweep.runs.index(run), results, ended, sweep.live, total))
-        return ReplayView(self.id, self.spec, self.status(), tuple(runs), self.out_dir)
+            indices = [i for i, (spec, _) in enumerate(sweep.order) if spec == run]
+            runs.append(_where(run, indices, results, ended, sweep.live, total))
+        # simultaneous sweeps hold one engine each: their rounds pair with no AR, so only one sweep compares
+        comparisons = tuple(c for _, c in sorted(points[0].items())) if len(points) == 1 else ()
+        ended_rounds = tuple(r for _, results, _ in sweeps for r in results)
+        return ReplayView(self.id, self.spec, self.status(), tuple(runs), self.out_dir, ended_rounds, comparisons)
 
 
 def _where(
-    run: RunSpec, index: int, results: tuple[RunResult, ...], ended: bool, live: LiveRun, total: int
+    run: RunSpec, indices: list[int], results: tuple[RunResult, ...], ended: bool, live: LiveRun, total: int
 ) -> RunSnapshot:
-    """Where run ``index`` of a sweep stands. A sweep runs its runs in order; ``results`` are the ended ones."""
-    if index < len(results):
-        return RunSnapshot.ended(results[index], total)
-    if ended or index > len(results):
-        return RunSnapshot.empty(run.engine, run.policy, RunState.SKIPPED if ended else RunState.WAITING, total)
-    snapshot = live.snapshot()
-    if snapshot.state.ended:  # the previous run's data, before this run resets it
-        return RunSnapshot.empty(run.engine, run.policy, RunState.STARTING, total)
-    return snapshot
+    """Where a run stands: its round in progress, else its latest ended round. ``indices`` are its rounds'
+    places in its sweep's order; a sweep runs them in order, and ``results`` are the ended ones."""
+    if len(results) in indices and not ended:
+        snapshot = live.snapshot()
+        if not snapshot.state.ended:
+            return snapshot
+        # the previous run's data, before this round resets it: show this run's last round meanwhile
+    latest = [i for i in indices if i < len(results)]
+    if latest:
+        return RunSnapshot.ended(results[latest[-1]], total)
+    state = RunState.SKIPPED if ended else RunState.STARTING if len(results) in indices else RunState.WAITING
+    return RunSnapshot.empty(run.engine, run.policy, state, total)

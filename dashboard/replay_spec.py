@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from engine.config import EngineConfig, SamplingParams
 from metrics.summary import SLO
 from workloads.drivers.arrivals import ArrivalPolicy
+from workloads.drivers.rounds import DEFAULT_ROUNDS
 from workloads.drivers.run_spec import RunSettings, RunSpec
 from workloads.drivers.sweep import SweepPlan
 from workloads.drivers.trace import DatasetSpec
@@ -32,8 +33,11 @@ class ReplaySpec:
     seed: int = 0
     device: str = "auto"
     endpoints: tuple[EndpointSpec, ...] = ()  # OpenAI-compatible servers, run after the engines
+    rounds: int = DEFAULT_ROUNDS  # each engine runs the trace once per round, in rotating order
 
     def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise ValueError("the number of rounds must be at least 1")
         if not (self.engines or self.endpoints):
             raise ValueError("choose at least one engine or endpoint")
         if not self.policies:
@@ -47,7 +51,7 @@ class ReplaySpec:
         return RunSettings(self.config, self.params, self.slo)
 
     def plan(self, engines: tuple[str, ...], endpoints: tuple[EndpointSpec, ...] = ()) -> SweepPlan:
-        return SweepPlan(engines, self.policies, self.settings, endpoints)
+        return SweepPlan(engines, self.policies, self.settings, endpoints, self.rounds)
 
     def job_groups(self) -> list[tuple[tuple[str, ...], tuple[EndpointSpec, ...]]]:
         """The (engines, endpoints) of each sweep: one sweep for all, or one each when simultaneous."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.config import ENGINES, ControllerConfig, EngineConfig
 from engine.models.presets import DEFAULT_PRESET, PRESETS
+from workloads.drivers.rounds import DEFAULT_ROUNDS
 from workloads.endpoint.spec import DEFAULT_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +51,7 @@ def _replay_defaults(prefix: str) -> dict[str, Any]:
         # every engine, AR included: AR (no speculation) is the reference every speed-up is measured against
         **{f"{prefix}.engine.{e}": True for e in ENGINE_ORDER},
         f"{prefix}.endpoint": False,  # an OpenAI-compatible server is opt-in: there is none until one is given
+        f"{prefix}.rounds": DEFAULT_ROUNDS,  # the fewest rounds that give a verdict
         f"{prefix}.endpoint_url": "",
         f"{prefix}.endpoint_model": "",
         f"{prefix}.endpoint_label": DEFAULT_LABEL,

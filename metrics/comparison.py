@@ -8,6 +8,10 @@ rate, and the same ``within`` columns (e.g. the run directory) – as three rati
 * ``x_ar_tpot_p50`` / ``x_ar_tpot_p99`` – TPOT over AR's: below 1 its tokens come faster.
 
 A run without an AR run to compare with gets no ratio (NaN, shown "—").
+A summary written over rounds (``metrics.round_summary``) carries its own
+ratios, paired round by round with AR of the same round, with their min–max
+(``tok_s_x_ar``, ``_lo``, ``_hi``, …): those are used as they are, and
+``interval_texts`` writes them as ``1.23× (1.10–1.31)``.
 ``COLUMNS`` gives each summary column its human header and format, key columns
 first; the dashboard's tables (``dashboard.comparison``) and the shareable
 report (``workloads.report.html``) both read them.
@@ -22,6 +26,7 @@ import pandas as pd
 
 LOAD = ("concurrency", "request_rate")
 RATIOS = {"x_ar_tok_s": "output_tok_s", "x_ar_tpot_p50": "tpot_p50_ms", "x_ar_tpot_p99": "tpot_p99_ms"}
+PAIRED = {"x_ar_tok_s": "tok_s_x_ar", "x_ar_tpot_p50": "tpot_p50_x_ar", "x_ar_tpot_p99": "tpot_p99_x_ar"}
 NA = "—"
 
 # source column -> (header, format); the order is the table's, key columns first
@@ -47,10 +52,11 @@ COLUMNS = {
     "req_s": ("Requests / s", "{:.2f}"),
     "goodput_req_s": ("Goodput (req/s)", "{:.2f}"),
     "duration_s": ("Duration (s)", "{:,.1f}"),
+    "rounds": ("Rounds", "{:.0f}"),
     "stopped early": ("Stopped early", "{}"),
 }
 # shown only when some row has a value: a closed loop has no request rate, a run without SLOs no goodput
-OPTIONAL = {"concurrency", "request_rate", "goodput_req_s", "mean_draft_len", "stopped early"}
+OPTIONAL = {"concurrency", "request_rate", "goodput_req_s", "mean_draft_len", "stopped early", "rounds"}
 
 
 def with_times_ar(summary: pd.DataFrame, within: Sequence[str] = ()) -> pd.DataFrame:
@@ -68,7 +74,29 @@ def with_times_ar(summary: pd.DataFrame, within: Sequence[str] = ()) -> pd.DataF
         reference = pd.to_numeric(key.map(ar[column]), errors="coerce").to_numpy(dtype=float, copy=True)
         reference[~(reference > 0)] = float("nan")
         out[ratio] = pd.to_numeric(out[column], errors="coerce").to_numpy(dtype=float) / reference
+        paired = PAIRED[ratio]
+        if paired in out:  # ratios over rounds, each against AR of its own round: the measurement itself
+            stored = pd.to_numeric(out[paired], errors="coerce")
+            out[ratio] = stored.where(stored.notna(), out[ratio])
     return out.set_axis(summary.index)
+
+
+def interval_texts(summary: pd.DataFrame, ratio: str) -> list[str | None]:
+    """``ratio`` (a ``RATIOS`` column of ``with_times_ar``) as ``1.23× (1.10–1.31)`` where the summary has the
+    rounds' min–max, ``1.23×`` where it has only a value, ``None`` where it has none."""
+    paired = PAIRED[ratio]
+    out: list[str | None] = []
+    for i in range(len(summary)):
+        value = summary[ratio].iloc[i]
+        lo = summary[f"{paired}_lo"].iloc[i] if f"{paired}_lo" in summary else float("nan")
+        hi = summary[f"{paired}_hi"].iloc[i] if f"{paired}_hi" in summary else float("nan")
+        if pd.isna(value):
+            out.append(None)
+        elif pd.isna(lo) or pd.isna(hi):
+            out.append(f"{value:.2f}×")
+        else:
+            out.append(f"{value:.2f}× ({lo:.2f}–{hi:.2f})")
+    return out
 
 
 def _key(value: object) -> str:

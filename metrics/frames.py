@@ -145,3 +145,10 @@ def cdf(requests: pd.DataFrame, column: str, completed_only: bool = True) -> pd.
     if not parts:
         return pd.DataFrame(columns=["run_id", "engine", "concurrency", "value", "fraction"])
     return pd.concat(parts, ignore_index=True)
+
+
+def last_round(series: pd.DataFrame) -> pd.DataFrame:
+    """Each run's last round of a time series frame: every round's time restarts at 0, and drawn together
+    a run's rounds would zig-zag. Rows of files written before rounds (no round) are all kept."""
+    last = series.groupby("run_id")["round"].transform("max")
+    return series[last.isna() | (series["round"] == last)]

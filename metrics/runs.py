@@ -18,6 +18,7 @@ import pandas as pd
 
 from metrics.export import ForeignRunFile, RunFilesError, _read_run_json
 from metrics.frames import RunFrames, normalize
+from metrics.run_key import RunKey
 from metrics.schema import (
     ADDED_COLUMNS,
     OUTPUT_FIELDS,
@@ -118,3 +119,26 @@ def load_run_dir(path: str | Path) -> RunDirectory:
         outputs=read_outputs(path / OUTPUTS_JSONL),
     )
     return RunDirectory(path, runs, frames)
+
+
+@dataclass(frozen=True)
+class LoadPointVerdict:
+    load: str  # e.g. ``C=4``
+    verdict: str  # the comparison's one line (``metrics.verdict``)
+    noise_warning: str | None
+
+
+def load_point_verdicts(runs: tuple[dict[str, Any], ...]) -> list[LoadPointVerdict]:
+    """The verdict of each load point of a directory, as its run.json entries keep it, in run order.
+
+    Runs written before comparisons had rounds keep none: they give no line.
+    """
+    found: dict[str, LoadPointVerdict] = {}
+    for run in runs:
+        if not run.get("verdict"):
+            continue
+        rate = run.get("request_rate")
+        rate = float(rate) if isinstance(rate, str | int | float) else None  # "inf" in JSON
+        key = RunKey("verdict", str(run.get("engine")), run.get("concurrency"), rate)
+        found.setdefault(key.load_label, LoadPointVerdict(key.load_label, run["verdict"], run.get("noise_warning")))
+    return list(found.values())

@@ -11,13 +11,16 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import comparison, tables
+from dashboard import comparison, rounds_view, tables
 from dashboard.replay_launch import ReplayLaunch, ReplayView
+from dashboard.rounds_view import SIMULTANEOUS_NOTE, rounds_table
+from metrics.rounds import RatioInterval
 from presentation import figures
 from presentation.palette import engine_color, engine_label
 from widgets import controls
 from widgets.forms import replay_form
 from widgets.manager import run_manager
+from widgets.verdict import verdict_card
 from workloads.drivers.live import RunSnapshot
 
 manager = run_manager()
@@ -38,31 +41,32 @@ def describe_running(view: ReplayView) -> str:
 def describe_end(view: ReplayView) -> str:
     crashed = sum(1 for r in view.results if r.engine_error)
     note = f" {crashed} of them ended with an engine error (shown in its panel)." if crashed else ""
-    return f"{len(view.results)} run(s) saved to `{view.out_dir.name}` in the runs directory (see the Runs page).{note}"
+    each = f", {view.spec.rounds} rounds each," if view.spec.rounds > 1 else ""
+    where = f"saved to `{view.out_dir.name}` in the runs directory (see the Runs page)"
+    return f"{len(view.results)} run(s){each} {where}.{note}"
 
 
 st.header("Live run", divider="gray")
 controls.start_stop(manager, "live", spec, problem)
 if spec is not None and spec.simultaneous:
-    st.info(
-        "Run simultaneously: every engine runs at the same time and they share the device, "
-        "so each engine's numbers include the load of the others."
-    )
+    st.info(SIMULTANEOUS_NOTE)
 else:
     st.caption(
         "Engines run one after another on the identical trace, each alone on the device, then the endpoint "
-        "if one is on; their panels fill in turn."
+        "if one is on, in rounds: each round starts with the next engine (ABCD, BCDA, …), and each × AR is "
+        "the median of the rounds' ratios to AR of the same round, with their min–max in brackets."
     )
 shown = current_view()
 every = controls.remember_rendered("live", shown)
 
 
-def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: float | None) -> None:
+def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: RatioInterval | None, rounds: int) -> None:
     color = engine_color(run.engine)
     label = engine_label(run.engine)
     st.markdown(f"<h4 style='margin:0;color:{color}'>● {label}</h4>", unsafe_allow_html=True)
     done = run.finished / run.total if run.total else 0.0
-    st.progress(done, text=f"{run.finished}/{run.total} requests · {run.state}")
+    latest = f" · round {run.result.round} of {rounds}" if run.result is not None and rounds > 1 else ""
+    st.progress(done, text=f"{run.finished}/{run.total} requests · {run.state}{latest}")
     if run.result is not None and run.result.engine_error:
         st.error(f"The {label} engine crashed: {run.result.engine_error}")
     s = run.summary
@@ -73,8 +77,9 @@ def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: float | None) -> N
         tables.fmt(s.output_tok_s if s else None, digits=1),
         help="Output tokens of finished requests / time from the run's start to the latest finish, as in the "
         "run's summary. Tokens of requests still running are not counted yet, so during a run this trails "
-        "the throughput chart. Below it: the same over AR's.",
-        delta=None if speedup is None else f"{speedup:.2f}× AR",
+        "the throughput chart. Below it: the median over rounds of its tokens/s over AR's in the same round, "
+        "with the rounds' min–max.",
+        delta=None if speedup is None else speedup.text("AR"),
         delta_color="off",
         delta_arrow="off",  # a ratio, not a change: 0.96× is not "up"
     )
@@ -84,17 +89,26 @@ def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: float | None) -> N
 
 
 @st.fragment(run_every=every)
+def verdict() -> None:
+    verdict_card(current_view())
+
+
+@st.fragment(run_every=every)
 def summary_card() -> None:
     view = current_view()
     if view is None or not view.runs:
         return
     st.subheader("Summary")
     engines = [r.engine for r in view.runs]
-    table = comparison.comparison_table([r.summary for r in view.runs], engines)
-    st.table(table)
+    point = view.comparisons[0] if view.comparisons else None
+    if point is not None:
+        st.table(rounds_table(point, engines))
+    else:
+        st.table(comparison.comparison_table([r.summary for r in view.runs], engines))
     note = (
-        "× AR: against AR on the same trace – tok/s above 1 is faster than AR, TPOT below 1 is faster. "
-        "Over the requests finished so far."
+        "× AR: each round against AR of the same round, as the median over rounds with the rounds' min–max – "
+        "tok/s above 1 is faster than AR, latencies below 1 are faster. Latencies and tok/s pool every round's "
+        "requests finished so far."
     )
     if "ar" not in engines:
         note = "Switch AR on in the sidebar to see each engine against it (× AR). Over the requests finished so far."
@@ -107,14 +121,14 @@ def engine_panels() -> None:
     if view is None:
         return
     ts = tables.runs_timeseries(view.runs, manager.series_frames)
-    speedups = tables.times_ar(view.runs)
+    speedups = rounds_view.speedups(view.comparisons[0] if view.comparisons else None)
     # at most three panels side by side (four as two rows of two): narrower, their figures get cut on a laptop
     per_row = 2 if len(view.runs) == 4 else min(len(view.runs), 3)
     for start in range(0, len(view.runs), per_row):
         row = view.runs[start : start + per_row]
         for column, run in zip(st.columns(per_row, border=True), row, strict=False):
             with column:
-                engine_panel(run, ts, speedups.get(run.engine))
+                engine_panel(run, ts, speedups.get(run.engine), view.spec.rounds)
 
 
 @st.fragment(run_every=every)
@@ -133,13 +147,12 @@ def latency_card() -> None:
     view = current_view()
     if view is None:
         return
-    requests = tables.runs_requests(view.runs)
+    # a few requests per engine: each one a point beside its engine's box, every round's requests pooled
+    requests = rounds_view.pooled_requests(view.rounds, view.runs)
     left, right = st.columns(2)
-    left.plotly_chart(
-        figures.latency_histogram(requests, "ttft_ms", "TTFT (time to first token)"), key="live.chart.ttft"
-    )
+    left.plotly_chart(figures.latency_points(requests, "ttft_ms", "TTFT (time to first token)"), key="live.chart.ttft")
     right.plotly_chart(
-        figures.latency_histogram(requests, "tpot_ms", "TPOT (time per output token)"), key="live.chart.tpot"
+        figures.latency_points(requests, "tpot_ms", "TPOT (time per output token)"), key="live.chart.tpot"
     )
 
 
@@ -151,7 +164,8 @@ def speculation_card() -> None:
     ts = tables.runs_timeseries(view.runs, manager.series_frames)
     left, right = st.columns(2)
     left.plotly_chart(figures.draft_length_over_time(ts), key="live.chart.draft_len")
-    right.plotly_chart(figures.acceptance_over_time(ts), key="live.chart.acceptance")
+    requests = rounds_view.pooled_requests(view.rounds, view.runs)
+    right.plotly_chart(figures.acceptance_so_far(requests), key="live.chart.acceptance")
     if view.results:  # acceptance by draft position is counted when a run ends
         left, _ = st.columns(2)
         positions = tables.results_positions(view.results)
@@ -165,6 +179,7 @@ controls.status_card(
     describe_end,
     describe_running,
 )
+verdict()
 summary_card()
 engine_panels()
 timeline_card()

@@ -19,8 +19,8 @@ import streamlit as st
 from dashboard import comparison
 from dashboard.bench_dirs import find_bench_dirs, goals_table, report_page
 from metrics.export import RunFilesError
-from metrics.frames import cdf, position_frame, with_labels
-from metrics.runs import RunDirectory, list_run_dirs, load_run_dir
+from metrics.frames import cdf, last_round, position_frame, with_labels
+from metrics.runs import RunDirectory, list_run_dirs, load_point_verdicts, load_run_dir
 from metrics.schema import RUN_FILES
 from presentation import figures
 from presentation.palette import engine_label
@@ -126,6 +126,12 @@ def labelled(frame: pd.DataFrame, directory: RunDirectory, name: str) -> pd.Data
 
 
 short = {name: stopped_early(directory) for name, directory in opened.items()}
+for name, directory in opened.items():  # one verdict line per load point, from the comparison that wrote it
+    for point in load_point_verdicts(directory.runs):
+        where = f"{name} · {point.load}" if len(opened) > 1 else point.load
+        st.markdown(f"**{where}:** {point.verdict}")
+        if point.noise_warning:
+            st.warning(point.noise_warning, icon=":material/warning:")
 summary = pd.concat(
     [
         labelled(d.frames.summary, d, n).assign(
@@ -136,7 +142,7 @@ summary = pd.concat(
     ignore_index=True,
 )
 requests = pd.concat([d.frames.requests.assign(directory=n) for n, d in opened.items()], ignore_index=True)
-series = pd.concat([labelled(d.frames.timeseries, d, n) for n, d in opened.items()], ignore_index=True)
+series = pd.concat([labelled(last_round(d.frames.timeseries), d, n) for n, d in opened.items()], ignore_index=True)
 ttft = pd.concat([labelled(cdf(d.frames.requests, "ttft_ms"), d, n) for n, d in opened.items()], ignore_index=True)
 tpot = pd.concat([labelled(cdf(d.frames.requests, "tpot_ms"), d, n) for n, d in opened.items()], ignore_index=True)
 positions = pd.concat([labelled(position_frame(d.runs), d, n) for n, d in opened.items()], ignore_index=True)
@@ -175,8 +181,9 @@ st.dataframe(
     column_config={"Run": st.column_config.TextColumn(width="large")},  # the run's name, in full
 )
 st.caption(
-    "× AR: against the AR run at the same load in the same directory – tok/s above 1 is faster than AR, "
-    "TPOT below 1 is faster; — where there is no such AR run."
+    "× AR: against the AR run at the same load in the same directory – for runs in rounds, the median of each "
+    "round's ratio to AR of the same round with the rounds' min–max; tok/s above 1 is faster than AR, "
+    "TPOT below 1 is faster; — where there is no such AR run. Over time: each run's last round."
 )
 
 # what is open, as it is now: a directory appended to since the report was built needs a new one

@@ -10,13 +10,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import comparison, tables
+from dashboard import comparison, rounds_view, tables
 from dashboard.replay_launch import ReplayLaunch, ReplayView
 from presentation import figures
 from presentation.palette import engine_label
 from widgets import controls
 from widgets.forms import replay_form
 from widgets.manager import run_manager
+from widgets.verdict import verdict_card
 
 manager = run_manager()
 spec, problem = replay_form("sweep", sweep=True)
@@ -33,9 +34,17 @@ def describe_end(view: ReplayView) -> str:
 
 st.header("Sweep", divider="gray")
 controls.start_stop(manager, "sweep", spec, problem)
-st.caption("Runs never overlap: each engine has the device to itself at every load point.")
+st.caption(
+    "Runs never overlap: each engine has the device to itself at every load point, in rounds whose order rotates "
+    "(ABCD, BCDA, …); the verdict at each load point reads the rounds' ratios to AR of the same round."
+)
 shown = current_view()
 every = controls.remember_rendered("sweep", shown)
+
+
+@st.fragment(run_every=every)
+def verdict() -> None:
+    verdict_card(current_view())
 
 
 @st.fragment(run_every=every)
@@ -46,7 +55,10 @@ def progress_card() -> None:
     total = sum(r.total for r in view.runs)
     finished = sum(r.finished for r in view.runs)
     current = next((r for r in view.runs if r.state.underway), None)
-    text = f"{finished}/{total} requests over {len(view.runs)} runs"
+    rounds = view.spec.rounds
+    total *= rounds
+    finished = sum(len(r.requests) for r in view.rounds) + sum(r.finished for r in view.runs if not r.state.ended)
+    text = f"{finished}/{total} requests over {len(view.runs)} runs of {rounds} round{'s' if rounds > 1 else ''}"
     if current is not None:
         text += f" · now {engine_label(current.engine)} at {current.load}"
     st.progress(finished / total if total else 0.0, text=text)
@@ -77,9 +89,11 @@ def charts_card() -> None:
         return
     # a run that stopped early (Stop, timeout, engine error) measured only part of its trace:
     # it stays in the table, marked, but not on the charts, where it would read as a full load point
-    short = {r.run_id: r.stop_reason for r in view.results if r.stop_reason is not None}
-    frames = tables.results_frames(view.results)
-    table = tables.with_mean_draft_length(frames.summary, frames.requests)
+    short = {r.run_id: r.stop_reason for r in view.rounds if r.stop_reason is not None}
+    frames = tables.results_frames(view.rounds)
+    # each run's figures pooled over its rounds, × AR paired round by round (simultaneous runs pair with nothing)
+    pooled = rounds_view.summary_frame(view.comparisons) if view.comparisons else frames.summary
+    table = tables.with_mean_draft_length(pooled, frames.requests)
     # a plain lookup, not map + fillna: with no run stopped, map gives float NaNs that "" cannot fill (Pandas4Warning)
     table["stopped early"] = [str(short.get(run_id, "")) for run_id in table["run_id"]]
     summary = comparison.with_times_ar(table[~table["run_id"].isin(short)])
@@ -111,13 +125,14 @@ def charts_card() -> None:
         st.subheader("Results")
         st.dataframe(comparison.summary_table(table), hide_index=True)
         st.caption(
-            "× AR: against AR at the same load – tok/s above 1 is faster than AR, TPOT below 1 is faster; "
-            "— where it does not apply."
+            "× AR: each round against AR of the same round at the same load, the median over rounds with the "
+            "rounds' min–max – tok/s above 1 is faster than AR, TPOT below 1 is faster; — where it does not apply."
         )
 
 
 controls.status_card(
     "sweep", current_view, "Choose engines and load levels in the sidebar, then press **Start**.", describe_end
 )
+verdict()
 progress_card()
 charts_card()

@@ -272,6 +272,16 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
         left, right = st.columns(2)
         num = left.number_input("Requests", 1, 10_000, key=f"{prefix}.num_requests", persist_state=KEEP)
         max_new = right.number_input("Max new tokens", 1, 2048, key=f"{prefix}.max_new_tokens", persist_state=KEEP)
+        rounds = st.number_input(
+            "Rounds",
+            1,
+            50,
+            key=f"{prefix}.rounds",
+            persist_state=KEEP,
+            help="Each engine replays the requests once per round, in an order that rotates each round. × AR is "
+            "each round's ratio to AR of the same round, shown as the median with the rounds' min–max; a verdict "
+            "needs at least 3 rounds.",
+        )
         st.divider()
         policies = _attempt(problems, _policies, prefix, sweep)
         st.divider()
@@ -305,6 +315,7 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
             slo=slo,
             simultaneous=simultaneous,
             endpoints=(endpoint,) if endpoint is not None else (),
+            rounds=int(rounds),
         )
     except ValueError as exc:
         return None, str(exc)

@@ -11,8 +11,11 @@ self-contained HTML report of run directories (``workloads.report.html``).
 
 Open-loop instead of closed-loop: ``--rates 1,2,4 [--burstiness B] [--max-concurrency M]``
 (``--request-rate R`` is a one-rate ``--rates``). Prints a summary table and,
-with ``--json``, one JSON line (``{"out_dir", "run_ids", "summaries"}``) as
-the last line of stdout. Exit codes: 0 when every planned run ran to its
+with ``--json``, one JSON line (``{"out_dir", "run_ids", "summaries", "verdicts"}``) as
+the last line of stdout. At each load point the engines run ``--rounds`` rounds
+(3 by default) in rotating order; the table's × AR columns are the median
+ratio to AR of the same round with the rounds' min-max, and one verdict line
+per load point follows the table. Exit codes: 0 when every planned run ran to its
 end; 1 when a run stopped early (timeout, engine error, an engine that did not stop), a run
 file could not be written, or the sweep ended before its last run, each
 named on stderr; 2 for bad input, with
@@ -79,8 +82,10 @@ def replay_command(args: argparse.Namespace) -> int:
     from engine.models.pair import load_model_pair
     from engine.profiling import prepare_profiles
     from engine.terminal_progress import progress_bar
+    from metrics.round_summary import ComparisonRow
     from workloads.drivers.environment import run_context
     from workloads.drivers.mt_bench import run_mt_bench
+    from workloads.drivers.rounds import LoadPointComparison
     from workloads.drivers.run_spec import RunHooks, SweepProgress
     from workloads.drivers.sweep import RunNotWritten, run_sweep, setting_limits
     from workloads.drivers.trace import MT_BENCH, load_trace
@@ -120,7 +125,7 @@ def replay_command(args: argparse.Namespace) -> int:
         print("interrupted before the first run: nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
     with progress_bar() as measuring:  # the cost controller's step costs: once per machine, before any run
-        prepare_profiles(pair, plan.config, plan.engines, measuring)
+        prepare_profiles(pair, plan.settings.config, plan.engines, measuring)
     meta = {
         "invocation": {
             "argv": sys.argv[1:],
@@ -130,7 +135,7 @@ def replay_command(args: argparse.Namespace) -> int:
         },
         **run_context(pair),
     }
-    runs = len(plan.runs())
+    runs = len(plan.run_order())
     bar = tqdm(total=runs * len(trace), unit="req", file=sys.stderr, dynamic_ncols=True)
 
     def progress(p: SweepProgress) -> None:
@@ -140,12 +145,22 @@ def replay_command(args: argparse.Namespace) -> int:
     cancel = threading.Event()
     ended = threading.Event()
     results = []
+    points: list[LoadPointComparison] = []
     failure: list[Exception] = []
+
+    def compared(point: LoadPointComparison) -> None:
+        if point.final:
+            points.append(point)
+        else:  # as rounds finish, the verdict so far
+            bar.write(f"{point.load} after round {point.rounds_done}: {point.verdict_line()}", sys.stderr)
 
     def work() -> None:
         try:
-            run = run_mt_bench if dataset.name == MT_BENCH else run_sweep  # MT-Bench: each run, then its turn 2
-            run(pair, trace, plan, out, meta, RunHooks(cancel, progress, results.append))
+            hooks = RunHooks(cancel, progress, results.append)
+            if dataset.name == MT_BENCH:  # each run, then its own turn 2
+                run_mt_bench(pair, trace, plan, out, meta, hooks)
+            else:
+                run_sweep(pair, trace, plan, out, meta, hooks, compared)
         except Exception as exc:  # noqa: BLE001 - re-raised on the main thread
             failure.append(exc)
         finally:
@@ -166,14 +181,21 @@ def replay_command(args: argparse.Namespace) -> int:
     bar.close()
     if failure and not isinstance(failure[0], RunNotWritten):
         raise failure[0]
-    summaries = [r.summary for r in results]
-    print(format_table(summaries))
-    print(f"wrote {len(results)} run(s) to {out}")
+    rows = [row for p in points for row in p.comparison.rows]
+    print(format_table(rows) if rows else format_table([ComparisonRow(r.summary, {}, 1) for r in results]))
+    for point in points:
+        print(f"{point.load}: {point.verdict_line()}")
+        if point.comparison.noise_warning:
+            print(f"warning: {point.comparison.noise_warning}", file=sys.stderr)
+    run_ids = list(dict.fromkeys(r.run_id for r in results))
+    each = f", {plan.rounds} rounds each," if plan.rounds > 1 else ""
+    print(f"wrote {len(run_ids)} run(s){each} to {out}")
     if args.json:
         machine = {
             "out_dir": str(out),
-            "run_ids": [r.run_id for r in results],
-            "summaries": [asdict(s) for s in summaries],
+            "run_ids": run_ids,
+            "summaries": [row.row() for row in rows] or [asdict(r.summary) for r in results],
+            "verdicts": {p.load: p.verdict_line() for p in points},
         }
         print(json.dumps(jsonable(machine), allow_nan=False))
     if failure:  # a run file could not be written (disk full, permissions): the sweep ended there
@@ -190,7 +212,7 @@ def replay_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if len(results) < runs:
-        print(f"the sweep ended early: {runs - len(results)} of its {runs} runs did not run", file=sys.stderr)
+        print(f"the sweep ended early: {runs - len(results)} of its {runs} rounds did not run", file=sys.stderr)
     return EXIT_INCOMPLETE if short or len(results) < runs else 0
 
 

@@ -28,6 +28,7 @@ from metrics.timeseries import DEFAULT_HZ
 from workloads.datasets.sharegpt_file import BUNDLED
 from workloads.datasets.synthetic import LengthSpec
 from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
+from workloads.drivers.rounds import DEFAULT_ROUNDS
 from workloads.drivers.trace import MT_BENCH, SYNTHETIC, DatasetSpec
 from workloads.endpoint.spec import DEFAULT_LABEL, ENDPOINT_TYPES, EndpointSpec
 
@@ -116,6 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--ttft-slo-ms", type=float, help="goodput: TTFT objective")
     run.add_argument("--tpot-slo-ms", type=float, help="goodput: TPOT objective")
     run.add_argument("--sample-hz", type=float, default=DEFAULT_HZ, help="time series sampling rate (>= 2)")
+    run.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help="each engine runs the trace this many times per load point, in rotating order; × AR is the median "
+        "over rounds with their min-max, and a verdict needs 3",
+    )
     run.add_argument("--warmup", type=int, default=1, help="unmeasured warm-up requests per run")
     run.add_argument("--timeout-s", type=float, help="cancel a run still going after this many seconds")
     run.add_argument("--out", help="run directory (default: runs/<date-time>); new runs are appended")
@@ -168,7 +176,7 @@ def plan_from_args(args: argparse.Namespace):
         )
         dataset.check()
         settings = RunSettings(config, params, slo if slo.any else None, args.sample_hz, args.warmup, args.timeout_s)
-        plan = SweepPlan(engines, policies, settings, endpoints)
+        plan = SweepPlan(engines, policies, settings, endpoints, args.rounds)
         out = Path(args.out) if args.out else Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
         check_appendable(out)
     except (ValueError, FileNotFoundError) as exc:

@@ -11,7 +11,8 @@ trace's colour from the group's engine. Column names are those of
 * ``over_time``     – throughput, draft length, acceptance, queues, device use against time;
 * ``across_runs``   – latency histograms and CDFs, metrics and speed-up over AR against load, summary bars,
                       acceptance by draft position;
-* ``request_steps`` – one request's drafted and accepted tokens per verify step.
+* ``request_steps`` – one request's drafted and accepted tokens per verify step;
+* ``small_samples`` – a few requests per engine: latencies as points beside a box, acceptance as a running rate.
 """
 
 from presentation.figures.across_runs import (
@@ -31,14 +32,17 @@ from presentation.figures.over_time import (
     throughput_over_time,
 )
 from presentation.figures.request_steps import step_bars
+from presentation.figures.small_samples import acceptance_so_far, latency_points
 
 __all__ = [
     "acceptance_by_position",
+    "acceptance_so_far",
     "acceptance_over_time",
     "cdf_lines",
     "device_utilisation",
     "draft_length_over_time",
     "latency_histogram",
+    "latency_points",
     "line_over_time",
     "metric_vs_load",
     "queue_depths",

@@ -125,6 +125,7 @@ def test_live_and_sweep_pages_compare_every_engine_with_ar_by_default_on_the_con
 
 def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_dir):
     at = open_app()
+    assert at.number_input(key="live.rounds").value == 3
     at.number_input(key="live.num_requests").set_value(4)
     at.number_input(key="live.max_new_tokens").set_value(8)
     at.button(key="live.start").click().run()
@@ -132,35 +133,54 @@ def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_di
     rerun_until(at, ended("live"))
 
     assert not at.error, [e.value for e in at.error]
-    assert "Finished" in at.success[0].value and "4 run(s)" in at.success[0].value
-    assert [p.proto.text for p in at.get("progress")] == ["4/4 requests · done"] * 4
+    assert "Finished" in at.success[0].value and "4 run(s), 3 rounds each" in at.success[0].value
+    assert [p.proto.text for p in at.get("progress")] == ["4/4 requests · done · round 3 of 3"] * 4
     panels = [m.value for m in at.markdown if m.value.startswith("<h4")]
     assert [p.split("● ")[1].split("<")[0] for p in panels] == LABELS
     figs = charts(at)
     expected = {"throughput", "device", "ttft", "tpot", "draft_len", "acceptance", "positions"}
     assert {k.removeprefix("live.chart.") for k in figs} >= expected | {f"queue.{e}" for e in ENGINES}
-    for name in ("throughput", "ttft", "tpot"):
+    assert [t["name"] for t in figs["live.chart.throughput"]["data"]] == LABELS
+    for name in ("ttft", "tpot"):  # a few requests each: every request a point beside its engine's box
         traces = figs[f"live.chart.{name}"]["data"]
-        assert [t["name"] for t in traces] == LABELS, name
+        assert [t["type"] for t in traces] == ["box"] * 4 and [t["boxpoints"] for t in traces] == ["all"] * 4
+        assert [t["name"] for t in traces] == [f"{label} (12)" for label in LABELS], name  # 4 requests x 3 rounds
     assert [t["name"] for t in figs["live.chart.draft_len"]["data"]] == LABELS[1:]  # AR drafts nothing
+    assert [t["name"] for t in figs["live.chart.acceptance"]["data"]] == LABELS[1:]
     tiles = [m for m in at.metric if m.label == "tok/s"]
     tok_s = [float(m.value.replace(",", "")) for m in tiles]
     assert len(tok_s) == 4 and all(v > 0 for v in tok_s)
-    # every engine against AR, on its tile and in the summary table: tok/s over AR's
-    deltas = [m.proto.delta for m in tiles]
-    assert all(d.endswith("× AR") for d in deltas) and deltas[0] == "1.00× AR"
-    # the tiles round tok/s to 0.1: the ratios of the rounded figures agree to 0.01
-    assert [float(d.removesuffix("× AR")) for d in deltas] == pytest.approx([v / tok_s[0] for v in tok_s], abs=0.01)
-    summary = at.table[0].value
-    assert list(summary.columns) == LABELS
-    assert summary.loc["tok/s × AR"].tolist() == [d.removesuffix(" AR") for d in deltas]
-    assert summary.loc["TPOT p50 × AR", "AR"] == "1.00×" and "—" not in summary.loc["TPOT p99 × AR"].tolist()
 
-    # the job wrote the runs where the Runs page looks
+    # every engine against AR over the rounds, on its tile, in the summary table and in summary.csv
     (info,) = list_run_dirs(runs_dir)
     run = load_run_dir(info.path)
-    assert list(run.frames.summary["engine"]) == list(ENGINES)
-    assert (run.frames.summary["completed"] == 4).all()
+    summary_csv = run.frames.summary.set_index("engine")
+    assert list(summary_csv.index) == list(ENGINES)
+    assert (summary_csv["completed"] == 12).all() and (summary_csv["rounds"] == 3).all()
+    deltas = [m.proto.delta for m in tiles]
+    for engine, delta in zip(ENGINES, deltas, strict=True):
+        row = summary_csv.loc[engine]
+        assert row["tok_s_x_ar_lo"] <= row["tok_s_x_ar"] <= row["tok_s_x_ar_hi"]
+        assert delta == f"{row['tok_s_x_ar']:.2f}× AR ({row['tok_s_x_ar_lo']:.2f}–{row['tok_s_x_ar_hi']:.2f})"
+    assert deltas[0] == "1.00× AR (1.00–1.00)"
+    summary = at.table[0].value
+    assert list(summary.columns) == LABELS
+    assert summary.loc["tok/s × AR"].tolist() == [d.replace("× AR", "×") for d in deltas]
+    assert summary.loc["TPOT p50 × AR", "AR"] == "1.00× (1.00–1.00)"
+    assert "—" not in summary.loc["TPOT p99 × AR"].tolist()
+    assert summary.loc["Rounds"].tolist() == ["3"] * 4
+
+    # one verdict line on top, the one run.json keeps: a winner only when its interval clears the others'
+    verdicts = [e.value for e in [*at.success, *at.info] if e.value.startswith("**C=4, 3 rounds.**")]
+    assert len(verdicts) == 1
+    line = verdicts[0].removeprefix("**C=4, 3 rounds.** ")
+    assert line == run.runs[0]["verdict"]
+    ratios = {e: (summary_csv.loc[e, "tok_s_x_ar_lo"], summary_csv.loc[e, "tok_s_x_ar_hi"]) for e in ENGINES}
+    winners = [e for e in ENGINES if all(ratios[e][0] > ratios[o][1] for o in ENGINES if o != e)]
+    if winners:
+        assert line.startswith(f"{LABELS[ENGINES.index(winners[0])]} is fastest")
+    else:
+        assert line.startswith("No engine is clearly fastest over 3 rounds")
     assert wait_for_no_threads() == []
 
     at.switch_page("pages/saved_runs.py").run()
@@ -169,7 +189,7 @@ def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_di
     assert list(listing["directory"]) == [info.path.name] and list(listing["runs"]) == [4]
     assert at.multiselect(key="runs.open").value == [info.path.name]
     downloads = [d.proto.label for d in at.get("download_button")]
-    assert downloads == ["requests.csv", "timeseries.csv", "summary.csv", "outputs.jsonl", "run.json"]
+    assert downloads == ["requests.csv", "timeseries.csv", "summary.csv", "rounds.csv", "outputs.jsonl", "run.json"]
     bars = charts(at)["runs.chart.tput"]["data"][0]
     assert len(bars["y"]) == 4
 

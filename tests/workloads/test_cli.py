@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
 
+from metrics.round_summary import ComparisonRow
+from metrics.rounds import RatioInterval
 from metrics.summary import RunSummary
 from workloads.__main__ import main
 from workloads.replay_args import build_parser
@@ -68,7 +71,7 @@ def test_a_directory_with_foreign_run_files_is_refused(tmp_path, capsys):
 def test_summary_table_shows_missing_values_as_dashes():
     s = RunSummary("r", "ar", None, 2.0, 10, 9, 1, 5.0, 100.0, 1.8, 10.0, 20.0, 30.0, None, None, None, None,
                    50.0, 60.0, 70.0, None, None, None)  # fmt: skip
-    table = format_table([s])
+    table = format_table([ComparisonRow(s, {}, 1)])
     row = table.splitlines()[2]
     assert row.startswith("ar") and "R=2" in row and "9/10" in row
     assert row.split()[-3:] == ["-", "-", "-"]
@@ -172,14 +175,48 @@ def test_help_shows_every_default(argv, defaults, capsys):
     assert "(default: None)" not in text and "(default: False)" not in text
 
 
-def test_summary_table_sets_each_run_against_ar_at_the_same_load():
-    def run(engine, concurrency, tok_s):
-        return RunSummary("r", engine, concurrency, None, 4, 4, 0, 1.0, tok_s, 1.0, *[10.0] * 6, None,
-                          *[None] * 3, None, None, None)  # fmt: skip
+def test_summary_table_shows_each_ratio_to_ar_with_its_rounds_min_max():
+    def run(engine, concurrency, tok_s, ratio):
+        s = RunSummary("r", engine, concurrency, None, 4, 4, 0, 1.0, tok_s, 1.0, *[10.0] * 6, None,
+                       *[None] * 3, None, None, None)  # fmt: skip
+        return ComparisonRow(s, {"tok_s": ratio, "tpot_p50": ratio}, 3)
 
     table = format_table(
-        [run("ar", 1, 20.0), run("pdv", 1, 30.0), run("ar", 4, 50.0), run("pdv", 4, 40.0), run("pd", 2, 9.0)]
+        [
+            run("ar", 4, 50.0, RatioInterval(1.0, 1.0, 1.0, 3)),
+            run("pdv", 4, 40.0, RatioInterval(0.8, 0.75, 0.93, 3)),
+            run("pd", 2, 9.0, None),
+            run("pd", 1, 9.0, RatioInterval(1.1, 1.1, 1.1, 1)),
+        ]
     )
-    rows = {tuple(line.split()[:2]): line.split()[4] for line in table.splitlines()[2:7]}
-    assert rows == {("ar", "C=1"): "1.00", ("pdv", "C=1"): "1.50", ("ar", "C=4"): "1.00", ("pdv", "C=4"): "0.80",
-                    ("pd", "C=2"): "-"}  # fmt: skip
+    rows = {tuple(line.split()[:2]): line.split()[5:7] for line in table.splitlines()[2:6]}
+    assert rows == {("ar", "C=4"): ["1.00", "(1.00-1.00)"], ("pdv", "C=4"): ["0.80", "(0.75-0.93)"],
+                    ("pd", "C=2"): ["-", "-"], ("pd", "C=1"): ["1.10", "1.10"]}  # fmt: skip
+
+
+def test_rounds_rotate_and_the_summary_carries_each_ratio_with_its_interval_and_a_verdict(tmp_path, capsys):
+    args = ["--engines", "ar,pdv", "--concurrency", "2", "--num-requests", "2", "--output-len", "6", "--warmup", "0"]
+    out = tmp_path / "out"
+    assert run_cli([*BASE, *args, "--rounds", "3", "--out", str(out), "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    verdict = next(line for line in lines if line.startswith("C=2: "))
+    assert any(verdict.startswith(f"C=2: {head}") for head in ("PDV is fastest", "AR is fastest", "No engine is"))
+    assert lines[-2].startswith("wrote 2 run(s), 3 rounds each,")
+    assert json.loads(lines[-1])["verdicts"] == {"C=2": verdict.removeprefix("C=2: ")}
+    rounds = list(csv.DictReader(open(out / "rounds.csv")))
+    assert [(r["engine"], r["round"]) for r in rounds] == [
+        ("ar", "1"), ("pdv", "1"), ("pdv", "2"), ("ar", "2"), ("ar", "3"), ("pdv", "3"),
+    ]  # fmt: skip
+    summary = {r["engine"]: r for r in csv.DictReader(open(out / "summary.csv"))}
+    assert set(summary) == {"ar", "pdv"} and {r["rounds"] for r in summary.values()} == {"3"}
+    pdv = {k: float(v) for k, v in summary["pdv"].items() if k.startswith(("tok_s_x_ar", "tpot_p50_x_ar"))}
+    assert pdv["tok_s_x_ar_lo"] <= pdv["tok_s_x_ar"] <= pdv["tok_s_x_ar_hi"]
+    tok_s = {(r["engine"], r["round"]): float(r["output_tok_s"]) for r in rounds}
+    per_round = sorted(tok_s["pdv", k] / tok_s["ar", k] for k in "123")
+    assert (pdv["tok_s_x_ar_lo"], pdv["tok_s_x_ar"], pdv["tok_s_x_ar_hi"]) == pytest.approx(per_round, rel=1e-5)
+    assert float(summary["ar"]["tok_s_x_ar"]) == 1.0
+    requests = list(csv.DictReader(open(out / "requests.csv")))
+    assert len(requests) == 12 and {r["run_id"] for r in requests} == {s["run_id"] for s in summary.values()}
+    entries = json.loads((out / "run.json").read_text())["runs"]
+    assert [len(e["rounds"]) for e in entries] == [3, 3] and entries[0]["verdict"] == verdict.removeprefix("C=2: ")
+    assert all("others_share" in r["host_noise"] for e in entries for r in e["rounds"])

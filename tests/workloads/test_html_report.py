@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import pandas as pd
@@ -37,7 +38,7 @@ def report(tmp_path_factory, tiny_pair):
     trace = load_trace(DatasetSpec("synthetic"), tiny_pair, 4, seed=0, max_new_tokens=8)
     params = SamplingParams(max_new_tokens=8, seed=0)
     for name, engines in (("one", ("ar", "pdv")), ("two", ("baseline",))):
-        plan = SweepPlan(engines, (ClosedLoop(2),), RunSettings(EngineConfig(), params))
+        plan = SweepPlan(engines, (ClosedLoop(2),), RunSettings(EngineConfig(), params), rounds=3)
         run_sweep(tiny_pair, trace, plan, root / name, run_context(tiny_pair))
     out = root / "share" / "report.html"
     out.parent.mkdir()
@@ -86,11 +87,18 @@ def test_every_run_is_set_against_ar_at_the_same_load_in_its_directory(report):
     headers, rows = summary_rows(page)
     times_ar = headers.index("tok/s × AR")
     assert {"TPOT p50 × AR", "TPOT p99 × AR"} <= set(headers)
-    tok_s = pd.read_csv(root / "one" / "summary.csv").set_index("engine")["output_tok_s"]
-    assert rows["one: AR · C=2"][times_ar] == "1.00×"
-    assert rows["one: PDV · C=2"][times_ar] == f"{tok_s['pdv'] / tok_s['ar']:.2f}×"
+    summary = pd.read_csv(root / "one" / "summary.csv").set_index("engine")
+    assert rows["one: AR · C=2"][times_ar] == "1.00× (1.00–1.00)"
+    pdv = summary.loc["pdv"]  # the median over rounds of each round's ratio to AR, with the rounds' min–max
+    assert rows["one: PDV · C=2"][times_ar] == (
+        f"{pdv['tok_s_x_ar']:.2f}× ({pdv['tok_s_x_ar_lo']:.2f}–{pdv['tok_s_x_ar_hi']:.2f})"
+    )
     assert rows["two: Baseline · C=2"][times_ar] == "—"  # no AR run in its directory
     assert 'id="fig-times-ar"' in page
+    # the comparison's verdict, as run.json keeps it, on top of the summary
+    verdict = json.loads((root / "one" / "run.json").read_text())["runs"][0]["verdict"]
+    assert page.index("<h2>Verdict</h2>") < page.index("<h2>Summary</h2>")
+    assert f"<li><strong>one · C=2:</strong> {html.escape(verdict)}" in page
 
 
 def test_a_directory_without_runs_is_one_clear_error(tmp_path, capsys):

@@ -1,7 +1,10 @@
-"""A sweep: every engine at every load point, on one trace, one run after another.
+"""A sweep: every engine at every load point, on one trace, in rounds, one run after another.
 
 Runs go load point by load point, every engine at each, so a sweep cut short
-still compares all engines at the loads it reached. Each finished run is
+still compares all engines at the loads it reached. At each load point the
+engines run ``rounds`` times, in an order that rotates each round (ABC, BCA,
+…), so a slow spell of a shared machine hits them alike and each ratio to AR is
+taken within one round (``metrics.rounds``, ``workloads.drivers.rounds``). Each finished run is
 written at once by a ``RunWriter``, the one writer of run files (the CLI's and
 the dashboard's runs alike); a crash or a cancel loses at most the run in
 progress.
@@ -20,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import ENGINES, EngineConfig
-from metrics.export import check_appendable, write_run
+from metrics.export import check_appendable, write_run, write_summary
+from metrics.rounds import round_orders
 from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop
 from workloads.drivers.engines import EngineFactory, ReplayEngine
 from workloads.drivers.replay import PairLike, replay
+from workloads.drivers.rounds import ComparisonFn, LoadPointComparison, LoadPointRounds
 from workloads.drivers.run_result import RunResult, StopReason
 from workloads.drivers.run_spec import RunHooks, RunSettings, RunSpec, SweepProgress
 from workloads.drivers.trace import DatasetSpec, Trace
@@ -41,10 +46,13 @@ class SweepPlan:
     policies: tuple[ArrivalPolicy, ...]
     settings: RunSettings = field(default_factory=RunSettings)
     endpoints: tuple[EndpointSpec, ...] = ()  # servers run after the engines, at each load point
+    rounds: int = 1  # each engine runs once per round, in rotating order; the CLI's and pages' default is 3
 
     def __post_init__(self) -> None:
         if not (self.engines or self.endpoints) or not self.policies:
             raise ValueError("a sweep needs at least one engine or endpoint and one load point")
+        if self.rounds < 1:
+            raise ValueError(f"rounds must be at least 1, got {self.rounds}")
         labels = [e.label for e in self.endpoints]
         if len(set(labels)) < len(labels):
             raise ValueError(f"endpoint labels must differ, got {', '.join(labels)}")
@@ -52,14 +60,29 @@ class SweepPlan:
             if engine not in ENGINES:
                 raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every engine, then every endpoint: the first round's order."""
+        return (*self.engines, *(e.label for e in self.endpoints))
+
     def runs(self) -> list[RunSpec]:
-        """Every run in run order: load point by load point, every engine and then every endpoint at each."""
-        names = (*self.engines, *(e.label for e in self.endpoints))
-        return [RunSpec(name, policy, self.settings) for policy in self.policies for name in names]
+        """Every run (an engine at a load point, over its rounds): load point by load point, engines in order."""
+        return [RunSpec(name, policy, self.settings) for policy in self.policies for name in self.names]
+
+    def run_order(self) -> list[tuple[RunSpec, int]]:
+        """Every replay with its 0-based round, in the order they run: load point by load point, round by
+        round, the engines' order rotating each round (ABC, BCA, CAB, …)."""
+        return [
+            (RunSpec(name, policy, self.settings), round_)
+            for policy in self.policies
+            for round_, names in enumerate(round_orders(self.names, self.rounds))
+            for name in names
+        ]
 
     def describe(self) -> dict[str, Any]:
         return {
             **self.settings.describe(),
+            "rounds": self.rounds,
             **({"endpoints": [e.describe() for e in self.endpoints]} if self.endpoints else {}),
         }
 
@@ -92,6 +115,20 @@ class RunWriter:
             except OSError as exc:
                 raise RunNotWritten(f"could not write the run files in {self.out_dir}: {exc}") from exc
 
+    def write_summary(self, point: LoadPointComparison) -> None:
+        """Append a load point's summary.csv rows; its verdict and noise warning go into its runs' run.json entries."""
+        comparison = point.comparison
+        notes = {
+            "verdict": point.verdict_line(),
+            "noise_warning": comparison.noise_warning,
+            "rounds_planned": point.rounds_planned,
+        }
+        with self._lock:
+            try:
+                write_summary(self.out_dir, [row.row() for row in comparison.rows], notes)
+            except OSError as exc:
+                raise RunNotWritten(f"could not write the summary in {self.out_dir}: {exc}") from exc
+
 
 def setting_limits(
     dataset: DatasetSpec, policies: tuple[ArrivalPolicy, ...], num_requests: int, max_new_tokens: int
@@ -116,11 +153,17 @@ def run_sweep(
     out: RunWriter | str | Path | None = None,
     meta: dict[str, Any] | None = None,
     hooks: RunHooks | None = None,
+    on_comparison: ComparisonFn | None = None,
 ) -> list[RunResult]:
-    """Run the plan; results in run order. Stops after the current run once ``hooks.cancel`` is set.
+    """Run the plan; results (one per engine and round) in run order. Stops after the current run once
+    ``hooks.cancel`` is set.
 
-    Each run is written through ``out`` (a ``RunWriter``, or a directory to
-    write to) as it ends; ``None`` writes nothing. ``meta`` (models,
+    At each load point the engines run ``plan.rounds`` rounds in rotating order
+    (``workloads.drivers.rounds``); after every run, and once more when the load
+    point ends, ``on_comparison`` receives its comparison so far (× AR intervals,
+    verdict, noise). Each run's round is written through ``out`` (a ``RunWriter``,
+    or a directory to write to) as it ends, and a load point's summary rows when
+    its rounds end; ``None`` writes nothing. ``meta`` (models,
     environment, invocation) goes into every run's run.json entry, together
     with the plan and the trace description. Every run reports through
     ``hooks`` (progress with its index in the sweep, each result as it ends,
@@ -130,29 +173,55 @@ def run_sweep(
     writer = out if isinstance(out, RunWriter) or out is None else RunWriter(out)
     if writer is not None:
         writer.check()  # refuse a bad directory before spending time on runs
-    runs = plan.runs()
+    order = plan.run_order()
     results: list[RunResult] = []
     run_meta = {**plan.describe(), "trace": trace.describe(), **(meta or {})}
     factory = with_endpoints(hooks.engine_factory, plan.endpoints)
-    for index, run in enumerate(runs):
-        if hooks.cancel.is_set():
-            break
+    index = 0
+    for policy in plan.policies:
+        point = LoadPointRounds(plan.names, policy, plan.rounds, plan.settings.slo)
+        stop = False
+        for round_, names in enumerate(round_orders(plan.names, plan.rounds)):
+            for name in names:
+                if hooks.cancel.is_set():
+                    stop = True
+                    break
 
-        def report(p: SweepProgress, index: int = index) -> None:
-            if hooks.progress:
-                hooks.progress(replace(p, run_index=index, runs=len(runs)))
+                def report(p: SweepProgress, index: int = index) -> None:
+                    if hooks.progress:
+                        hooks.progress(replace(p, run_index=index, runs=len(order)))
 
-        result = replay(pair, trace, run, replace(hooks, progress=report, on_result=None, engine_factory=factory))
-        if result.stop_reason == StopReason.CANCELLED and not result.requests:
-            break  # stopped before its first request: there is nothing to record
-        if writer is not None:
-            writer.write(result, run_meta)
-        results.append(result)
-        if hooks.on_result:
-            hooks.on_result(result)
-        if result.stop_reason == StopReason.ENGINE_DID_NOT_STOP:
-            # its lane threads may still hold the device: the next run's numbers would not be its own
-            log.error("sweep stopped after %s: %s", result.key.run_id, result.engine_error)
+                run = RunSpec(name, policy, plan.settings, point.run_ids[name])
+                point.starting()
+                result = replay(
+                    pair, trace, run, replace(hooks, progress=report, on_result=None, engine_factory=factory)
+                )
+                index += 1
+                if result.stop_reason == StopReason.CANCELLED and not result.requests:
+                    stop = True  # stopped before its first request: there is nothing to record
+                    break
+                result = point.ended(result, round_)
+                if writer is not None:
+                    writer.write(result, run_meta)
+                results.append(result)
+                if hooks.on_result:
+                    hooks.on_result(result)
+                if on_comparison:
+                    on_comparison(point.comparison(final=False))
+                if result.stop_reason == StopReason.ENGINE_DID_NOT_STOP:
+                    # its lane threads may still hold the device: the next run's numbers would not be its own
+                    log.error("sweep stopped after %s: %s", result.key.run_id, result.engine_error)
+                    stop = True
+                    break
+            if stop:
+                break
+        if point.any_run:
+            final = point.comparison(final=True)
+            if writer is not None:
+                writer.write_summary(final)
+            if on_comparison:
+                on_comparison(final)
+        if stop:
             break
     return results
 

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from metrics.comparison import COLUMNS, NA, text, with_times_ar
+from metrics.comparison import COLUMNS, NA, RATIOS, interval_texts, text, with_times_ar
 from metrics.export import RunFilesError
-from metrics.frames import position_frame
-from metrics.runs import RunDirectory, load_run_dir
+from metrics.frames import last_round, position_frame
+from metrics.runs import RunDirectory, load_point_verdicts, load_run_dir
 from metrics.schema import REQUESTS_CSV
 from presentation.palette import ENGINE_LABELS, engine_color, engine_label
 from presentation.report_figures import (
@@ -50,7 +50,8 @@ EXTRA_COLUMNS = {"e2e_p99_ms": ("E2E p99 (s)", "{:,.1f}")}  # shown in seconds: 
 DEFINITIONS = (
     ("Output tok/s", "output tokens of the completed requests / the run's duration."),
     ("tok/s × AR", "a run's output tok/s over that of the AR run (the verifier alone, no speculation) at the same "
-     "load in the same directory: above 1.00× the engine is faster than AR."),
+     "load in the same directory: above 1.00× the engine is faster than AR. For runs in rounds: the median over "
+     "rounds of the ratio to AR of the same round, with the rounds' min–max in brackets."),
     ("TPOT p50 / p99 × AR", "a run's TPOT percentile over AR's at the same load: below 1.00× its tokens come faster."),
     ("Acceptance", "accepted / drafted tokens over the run; — for AR, which drafts nothing."),
     ("Tokens / step", "tokens produced per verify step, 1 + accepted / verify steps (it counts the correction or "
@@ -127,8 +128,22 @@ def summary_html(summary: pd.DataFrame, colors: dict[str, str]) -> str:
     formats = {**{c: fmt for c, (_, fmt) in COLUMNS.items()}, **{c: fmt for c, (_, fmt) in EXTRA_COLUMNS.items()}}
     headers = {**{c: h for c, (h, _) in COLUMNS.items()}, **{c: h for c, (h, _) in EXTRA_COLUMNS.items()}}
     shown = [c for c in SHOWN if c in frame and (c in ("label", "requests") or frame[c].notna().any())]
-    table = pd.DataFrame({c: [text(v, formats[c]) for v in frame[c]] for c in shown})
+    table = pd.DataFrame(
+        {c: [v or NA for v in interval_texts(frame, c)] if c in RATIOS else [text(v, formats[c]) for v in frame[c]]
+         for c in shown}
+    )  # fmt: skip
     return _table(table, headers, colors)
+
+
+def verdicts_html(directories: Sequence[RunDirectory]) -> str:
+    """The comparisons' verdict lines, one per directory and load point, with their noise warnings."""
+    items = []
+    for d in directories:
+        for point in load_point_verdicts(d.runs):
+            where = f"{d.path.name} · {point.load}" if len(directories) > 1 else point.load
+            warning = f"<br><em>{html.escape(point.noise_warning)}</em>" if point.noise_warning else ""
+            items.append(f"<li><strong>{html.escape(where)}:</strong> {html.escape(point.verdict)}{warning}</li>")
+    return f"<h2>Verdict</h2><ul>{''.join(items)}</ul>" if items else ""
 
 
 def setup_html(directories: Sequence[RunDirectory], labels: dict[str, str]) -> str:
@@ -224,7 +239,7 @@ def build_report(paths: Sequence[str | Path], out: Path, title: str = "PD-Verify
     summary = summary.sort_values(
         ["_dir", "concurrency", "request_rate", "_engine"], kind="stable", na_position="first"
     )
-    ts = concat([d.frames.timeseries for d in directories])
+    ts = concat([last_round(d.frames.timeseries) for d in directories])  # over time: each run's last round
     positions = concat([position_frame(d.runs) for d in directories])
     styles = run_styles(summary)
     swatches = {str(label): engine_color(e) for label, e in zip(summary["label"], summary["engine"], strict=True)}
@@ -241,7 +256,8 @@ def build_report(paths: Sequence[str | Path], out: Path, title: str = "PD-Verify
         ("positions", acceptance_by_position(positions, styles)),
     ]
     ar_note = (
-        "× AR: against the AR run at the same load in the same directory (the first, when AR ran several times)."
+        "× AR: against the AR run at the same load in the same directory (the first, when AR ran several times); "
+        "for runs in rounds, the median of each round's ratio to AR of the same round, with the rounds' min–max."
         if has_ar
         else "No AR run at the same load as these runs, so no × AR columns: add an AR run to compare against."
     )
@@ -250,7 +266,7 @@ def build_report(paths: Sequence[str | Path], out: Path, title: str = "PD-Verify
     body = (
         f"<h1>{html.escape(title)}</h1><p class='note'>{len(summary)} runs from {dirs}. Each engine has one colour "
         "throughout; repeated runs of one engine at one load are numbered #1, #2, … in the order they ran.</p>"
-        f"<h2>Summary</h2>{summary_html(summary, swatches)}"
+        f"{verdicts_html(directories)}<h2>Summary</h2>{summary_html(summary, swatches)}"
         f"<p class='note'>{html.escape(ar_note)} — marks a value that does not apply.</p>"
         f"<details><summary>What the columns mean</summary><dl>{definitions}</dl><p class='note'>The full "
         "definitions are in metrics/METRICS.md in the PD-Verify repository.</p></details>"
