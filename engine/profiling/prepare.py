@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 
-from engine.config import ENGINES, EngineConfig
+from engine.config import ENGINES, EngineConfig, EngineName
 from engine.models.gguf_cache import ProgressFn, no_progress
 from engine.models.pair import ModelPair
 from engine.profiling.cost_profile import CostProfile, ProfileShape
@@ -17,9 +16,9 @@ class ProfileMissing(ValueError):
     """An engine with the ``cost`` controller was built before this machine's step costs were measured."""
 
 
-def needs_profile(config: EngineConfig) -> bool:
-    """True when ``config``'s engine drafts with the ``cost`` controller (AR never drafts)."""
-    return config.controller.kind == "cost" and config.engine != "ar"
+def needs_profile(config: EngineConfig, engine: EngineName | str) -> bool:
+    """True when ``engine`` drafts (AR never does) with ``config``'s ``cost`` controller, which reads a profile."""
+    return config.controller.kind == "cost" and EngineName.parse(engine).speculative
 
 
 def profile_shape(config: EngineConfig) -> ProfileShape:
@@ -41,9 +40,12 @@ def cached_profile(pair: ModelPair, config: EngineConfig) -> CostProfile:
     return profile
 
 
-def prepare_profile(pair: ModelPair, config: EngineConfig, progress: ProgressFn = no_progress) -> CostProfile | None:
-    """The profile ``config`` needs (None if it needs none): read from the cache, or measured once and cached."""
-    if not needs_profile(config):
+def prepare_profile(
+    pair: ModelPair, config: EngineConfig, progress: ProgressFn = no_progress, *, engine: EngineName | str
+) -> CostProfile | None:
+    """The profile ``engine`` needs with ``config`` (None if it needs none): read from the cache, or measured once
+    and cached."""
+    if not needs_profile(config, engine):
         return None
     shape = profile_shape(config)
     profile = read_profile(pair, shape)
@@ -59,11 +61,11 @@ def prepare_profiles(
     """Read or measure every profile ``config`` needs on ``engines`` (names that are not engines, such as
     an endpoint's label, need none), each grid once."""
     for name in dict.fromkeys(e for e in engines if e in ENGINES):
-        prepare_profile(pair, replace(config, engine=name), progress)
+        prepare_profile(pair, config, progress, engine=name)
 
 
 def prepare_default_profiles(pair: ModelPair, progress: ProgressFn = no_progress) -> None:
     """Read or measure the default grid without and with draft forwards: between them they serve every config
     within the default --max-batch-size and --max-draft-len, whatever its drafter (for suites of many configs)."""
     for drafter in ("ngram", "model"):
-        prepare_profile(pair, EngineConfig(engine="baseline", drafter=drafter), progress)
+        prepare_profile(pair, EngineConfig(drafter=drafter), progress, engine="baseline")
