@@ -7,8 +7,8 @@ import pytest
 from metrics.runs import list_run_dirs
 from workloads.bench.common import ratio_summary, read_csv
 from workloads.bench.docs import BEGIN, END, render
-from workloads.bench.drafters import HFTiming
 from workloads.bench.load import serial_served
+from workloads.bench.reference import HFTiming
 from workloads.bench.run import main, parse_parts
 
 

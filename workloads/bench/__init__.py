@@ -13,5 +13,9 @@ round, and reports median ratios with their min–max (``common``):
 6. ``dashboard_cost`` – a replay with and without live sampling (goal < 5%).
 
 ``run`` is the command (CSVs, figures, the printed table); ``docs`` renders
-``docs/results.md`` from the CSVs.
+``docs/results.md`` from the CSVs, the one renderer of that page. Beside the
+suite, on the same machinery (``common``: held-out prompts, ratios over
+rounds, CSVs; ``reference``: transformers' ``generate``), ``drafters``
+(``python -m workloads.bench.drafters``) compares drafters, draft lengths and
+controllers; its summary CSVs are rendered into the page by ``docs`` too.
 """

@@ -19,9 +19,10 @@ from typing import Any
 
 from metrics.rounds import ratio_intervals
 from metrics.rounds import rotated as rotated  # the parts' run order: one rotation for every comparison
-from workloads.bench.drafters import HELD_OUT
 from workloads.drivers.trace import DatasetSpec, Trace, load_trace
 
+# held-out ShareGPT prompts: never used to train or tune the draft, so every part measures on unseen text
+HELD_OUT = Path(__file__).resolve().parents[1] / "datasets" / "data" / "sharegpt_heldout.json"
 SUMMARY_CSV = "summary.csv"
 GOALS_CSV = "goals.csv"
 

@@ -12,33 +12,36 @@ Each run's outputs are compared with AR's, token for token.
 * ``load``: closed loops at ``--loads``.
 * ``mtbench``: C = 1 on MT-Bench's first turns, per category.
 
-Writes ``runs.csv`` (one row per run), ``summary-<part>.csv`` (the tables
-``docs/results.md`` renders) and ``summary.md`` to ``--out`` and prints the table.
+It shares the suite's machinery (``workloads.bench.common``: the held-out
+prompts, the CSV writer; ``metrics.rounds``: the ratio arithmetic;
+``workloads.bench.reference``: transformers' ``generate``). Writes
+``runs.csv`` (one row per run), ``summary-<part>.csv`` and ``summary.md`` to
+``--out`` and prints the table; ``docs/results.md`` renders its tables from
+the summary CSVs through the suite's one renderer (``workloads.bench.docs``,
+``<!-- csv: … -->`` blocks).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from metrics.rounds import ratio_intervals
+from workloads.bench.common import HELD_OUT, write_csv
+from workloads.bench.reference import hf_generate
+from workloads.datasets.mt_bench import MT_BENCH_QUESTIONS as MT_BENCH
 from workloads.datasets.sharegpt import SampledRequest
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.replay import replay
 from workloads.drivers.run_spec import RunSettings, RunSpec
 from workloads.drivers.trace import DatasetSpec, Trace, build_trace, load_trace
-
-DATA = Path(__file__).resolve().parents[1] / "datasets" / "data"
-HELD_OUT = DATA / "sharegpt_heldout.json"
-MT_BENCH = DATA / "mt_bench_questions.jsonl"
 
 
 @dataclass(frozen=True)
@@ -73,78 +76,6 @@ def run_setup(pair, setup: Setup, trace: Trace, concurrency: int, max_new: int):
     return replay(pair, trace, RunSpec(setup.engine, ClosedLoop(concurrency), RunSettings(setup.config(), params)))
 
 
-@dataclass(frozen=True)
-class HFTiming:
-    """One prompt through transformers' ``generate``: perf_counter seconds and its output."""
-
-    start: float
-    first_token: float | None  # None when nothing was generated
-    end: float
-    output: list[int]
-
-
-class _FirstToken:
-    """A ``generate`` streamer that stamps the first generated token (the first ``put`` is the prompt)."""
-
-    def __init__(self) -> None:
-        self.puts, self.at = 0, None
-
-    def put(self, value) -> None:
-        self.puts += 1
-        if self.puts == 2 and self.at is None:
-            self.at = time.perf_counter()
-
-    def end(self) -> None:
-        pass
-
-
-def hf_timeline(pair, trace: Trace, max_new: int, lookup: int | None = None, assistant=None) -> list[HFTiming]:
-    """Transformers' greedy ``generate`` of the verifier, one prompt after another, each timed.
-
-    ``lookup`` sets ``prompt_lookup_num_tokens``; ``assistant`` a draft model for assisted generation.
-    """
-    import torch
-
-    model, timings = pair.verifier.model, []
-    models = [model] + ([assistant] if assistant is not None else [])
-    previous = [m.config._attn_implementation for m in models]
-    for m in models:  # the engine's packed attention needs the engine's runner
-        m.set_attn_implementation("sdpa")
-    try:
-        for item in trace.items:
-            ids = torch.tensor([item.prompt_token_ids])
-            extra = {"prompt_lookup_num_tokens": lookup} if lookup else {}
-            if assistant is not None:
-                extra["assistant_model"] = assistant
-            else:  # a streamer is not supported with an assistant model
-                extra["streamer"] = _FirstToken()
-            start = time.perf_counter()
-            with torch.inference_mode():
-                out = model.generate(
-                    ids,
-                    attention_mask=torch.ones_like(ids),
-                    max_new_tokens=min(max_new, item.max_new_tokens),
-                    do_sample=False,
-                    eos_token_id=list(pair.eos_token_ids),
-                    pad_token_id=pair.eos_token_ids[0],
-                    **extra,
-                )
-            end = time.perf_counter()
-            first = extra["streamer"].at if "streamer" in extra else None
-            timings.append(HFTiming(start, first, end, out[0, len(item.prompt_token_ids) :].tolist()))
-    finally:
-        for m, attn in zip(models, previous, strict=True):
-            m.set_attn_implementation(attn)
-    return timings
-
-
-def hf_generate(pair, trace: Trace, max_new: int, lookup: int | None, assistant=None) -> tuple[float, list[list[int]]]:
-    """Output tokens/s of transformers' greedy ``generate``, one prompt at a time, and the outputs."""
-    timings = hf_timeline(pair, trace, max_new, lookup, assistant)
-    tokens = sum(len(t.output) for t in timings)
-    return tokens / sum(t.end - t.start for t in timings), [t.output for t in timings]
-
-
 def mt_bench_trace(pair, per_category: int, max_new: int) -> dict[str, Trace]:
     by_category: dict[str, list[SampledRequest]] = {}
     for line in MT_BENCH.read_text().splitlines():
@@ -160,21 +91,23 @@ def outputs_of(requests) -> list[list[int]]:
 
 
 def summarise(rows: list[dict], group: str) -> list[dict]:
-    """Median ratio to AR (same round, same group) with min and max, per label."""
-    ar = {(r["round"], r[group]): r["output_tok_s"] for r in rows if r["label"] == "ar"}
+    """Median ratio to AR (same round, same group) with min and max, per label (``metrics.rounds``' arithmetic)."""
+    by_round: dict[str, dict[int, dict[str, float | None]]] = {}
     table: dict[tuple, list[dict]] = {}
     for r in rows:
         table.setdefault((r[group], r["label"]), []).append(r)
+        by_round.setdefault(r[group], {}).setdefault(r["round"], {})[r["label"]] = r["output_tok_s"]
+    intervals = {g: ratio_intervals(list(rounds.values()), "ar") for g, rounds in by_round.items()}
     out = []
     for (g, label), rs in table.items():
-        ratios = [r["output_tok_s"] / ar[(r["round"], g)] for r in rs if (r["round"], g) in ar]
+        ratio = intervals[g].get(label)
         out.append(
             {
                 group: g,
                 "setup": label,
                 "tok/s (median)": round(statistics.median(r["output_tok_s"] for r in rs), 1),
-                "x AR (median)": round(statistics.median(ratios), 3) if ratios else None,
-                "x AR (min-max)": f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "",
+                "x AR (median)": round(ratio.median, 3) if ratio else None,
+                "x AR (min-max)": f"{ratio.lo:.2f}-{ratio.hi:.2f}" if ratio else "",
                 "acceptance": _median([r["acceptance"] for r in rs]),
                 "tokens/step": _median([r["tokens_per_step"] for r in rs]),
                 "same output as AR": all(r["identical"] for r in rs),
@@ -186,13 +119,6 @@ def summarise(rows: list[dict], group: str) -> list[dict]:
 def _median(values: list) -> float | None:
     values = [v for v in values if v is not None]
     return round(statistics.median(values), 3) if values else None
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def markdown(table: list[dict]) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.config import SamplingParams
 from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
-from workloads.bench.drafters import HFTiming, hf_generate, hf_timeline
+from workloads.bench.reference import HFTiming, hf_generate, hf_timeline
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.run_spec import RunSettings
 from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from engine.config import EngineConfig, SamplingParams
 from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
-from workloads.bench.drafters import hf_generate
+from workloads.bench.reference import hf_generate
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.replay import replay
 from workloads.drivers.run_spec import RunSettings, RunSpec

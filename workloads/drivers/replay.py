@@ -40,7 +40,6 @@ from typing import Any, Protocol
 from engine.config import SamplingParams
 from engine.devices import pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
-from engine.suffix_tree import TreeSize
 from metrics.device import open_probe
 from metrics.device_types import DeviceProbe
 from metrics.export import RequestOutput
@@ -215,7 +214,7 @@ def replay(
         duration_s=duration,
         planned=len(items),
         stop_reason=stop_reason,
-        suffix_tree=_suffix_tree(eng),
+        suffix_tree=eng.stats().suffix_tree,  # stopped: every request retired and taught the tree
         engine_error=eng.fatal_error or stuck,
         endpoint=eng.describe(),
     )
@@ -272,10 +271,3 @@ def _output(key: RunKey, request: Request, pair: PairLike, text: str | None) -> 
     return RequestOutput(
         key.run_id, key.engine, request.request_id, request.prompt, tuple(request.prompt_token_ids), ids, text
     )
-
-
-def _suffix_tree(eng: Any) -> TreeSize | None:
-    """What an in-process engine's suffix tree held once it stopped (every request retired and taught it);
-    ``None`` for a server's engine (not ours to read) or a drafter without one."""
-    drafter = getattr(getattr(eng, "engine", eng), "drafter", None)
-    return drafter.tree_size() if drafter is not None else None

@@ -158,6 +158,8 @@ class EndpointEngine:
             self._thread.join(timeout)
             if self._scraper is not None:
                 self._scraper.close()
+            # a snapshot after stop reports what this client counted, and nothing scraped
+            self._scraper = None
             self._loop, self._thread = None, None
 
     async def _close(self) -> None:
