@@ -16,6 +16,10 @@ Data flows one way::
 * ``schema``/``export``/``runs`` – the CSV/JSONL/JSON files and reading them back.
 * ``frames``          – pandas views of runs, identical whether built live or read back.
 * ``comparison``      – every run against AR at the same load ("× AR") and how summary columns read.
+* ``rounds``          – a comparison's rounds: rotating order, ratios within a round, their min–max interval;
+  ``round_summary`` – one load point summarised over its rounds; ``verdict`` – its one-line answer.
+* ``host_noise``      – what else the machine did during a run (load, other processes' CPU, steal).
+* ``draft_sources``   – proposals per draft source: how often each drafted and how much was kept.
 
 Nothing here imports torch, Streamlit or Plotly (figures are ``presentation``'s):
 the dashboard and the CSV readers can use this package without loading a model.
