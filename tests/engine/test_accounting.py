@@ -7,8 +7,10 @@ import pytest
 
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from engine.request import Request, RequestStatus
+from engine.schedulers import base
 from engine.schedulers.registry import make_engine
 from tests.support.pdv_modes import count_modes
+from tests.support.serve import wait_until
 
 FINAL = {RequestStatus.OK, RequestStatus.FAILED, RequestStatus.CANCELLED, RequestStatus.REJECTED}
 
@@ -253,14 +255,16 @@ def test_racing_ends_of_one_request_publish_exactly_one_final_event():
         assert (req.status == "ok") == (req.output_token_ids == [4])
 
 
-def _pdv_signals(tiny_pair, config: EngineConfig, n: int, verify_sleep: float):
-    """Run ``n`` requests through PDV with a slowed verify stage.
+def _pdv_signals(tiny_pair, config: EngineConfig, n: int, before_verify, before_draft=lambda: None, seen=None):
+    """Run ``n`` requests through PDV, calling ``before_verify`` before each verify stage (to hold it back) and
+    ``before_draft`` before each draft.
 
-    Returns, for every draft, whether it was a hybrid step and the controller's inputs.
+    Returns ``seen`` (appended to as drafts are decided): for every draft, whether it was a hybrid step and the
+    controller's inputs.
     """
     eng = make_engine("pdv", tiny_pair, config)
     modes = count_modes(eng)
-    seen = []
+    seen = [] if seen is None else seen
     decide = eng.controller.next_length
     hybrid_steps = [0]
 
@@ -270,14 +274,15 @@ def _pdv_signals(tiny_pair, config: EngineConfig, n: int, verify_sleep: float):
         seen.append((hybrid, signals))
         return decide(signals)
 
-    def slowed(verify):
+    def held(stage, before):
         def run(*args, **kwargs):
-            time.sleep(verify_sleep)
-            return verify(*args, **kwargs)
+            before()
+            return stage(*args, **kwargs)
 
         return run
 
-    eng.controller.next_length, eng._verify = recording, slowed(eng._verify)
+    eng.controller.next_length, eng._verify = recording, held(eng._verify, before_verify)
+    eng.drafter.propose = held(eng.drafter.propose, before_draft)
     # every request waits before the lanes start, so the first admission takes them all at once (started
     # first, a busy machine could admit them one by one and run hybrid throughout)
     reqs = [eng.submit(Request(f"q{i}", tiny_pair.encode_prompt(f"queue {i}"),
@@ -293,10 +298,11 @@ def test_pdv_tells_the_controller_how_many_blocks_are_ahead_in_the_verify_lane(t
     config = EngineConfig(
         drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=3, hybrid_threshold=None
     )
-    seen = _pdv_signals(tiny_pair, config, 6, verify_sleep=0.05)
+    # the first verify waits until the third group's draft length is decided: the other two groups' blocks are
+    # then ahead of it in the verify lane (queued or being verified), and no more than micro_batches - 1 can be
+    seen = []
+    _pdv_signals(tiny_pair, config, 6, before_verify=lambda: wait_until(lambda: len(seen) >= 3, timeout=60), seen=seen)
     ahead = [s.verify_queue for _, s in seen]
-    # drafting is quick and verifying slow: the other two groups' blocks wait for the verify lane
-    # while the third is drafted, and no more than micro_batches - 1 can be ahead
     assert max(ahead) == 2
 
     eng = make_engine("pdv", tiny_pair, config)  # the count itself: queued blocks and the one being verified
@@ -304,17 +310,39 @@ def test_pdv_tells_the_controller_how_many_blocks_are_ahead_in_the_verify_lane(t
     assert eng._verify_ahead() == 2
 
 
-def test_pdv_decode_p95_never_mixes_hybrid_and_pipelined_steps(tiny_pair):
+def test_pdv_decode_p95_never_mixes_hybrid_and_pipelined_steps(tiny_pair, monkeypatch):
     # four requests of different lengths: pipelined while three or more run, hybrid after
     config = EngineConfig(
         drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=2, hybrid_threshold=3
     )
-    seen = _pdv_signals(tiny_pair, config, 4, verify_sleep=0.05)
+    # a clock per lane thread that only the stages move: a draft takes 1 ms and a verify 50 ms, whatever the
+    # machine does meanwhile
+    clock = LaneClock()
+    monkeypatch.setattr(base, "time", clock)
+    seen = _pdv_signals(tiny_pair, config, 4, lambda: clock.advance(0.05), lambda: clock.advance(0.001))
     hybrid = [s.decode_p95_ms for is_hybrid, s in seen if is_hybrid]
     pipelined = [s.decode_p95_ms for is_hybrid, s in seen if not is_hybrid]
     assert hybrid and pipelined
-    assert all(p < 50 for p in pipelined)  # drafts alone: the slowed verify is not in them
+    assert all(p < 50 for p in pipelined)  # drafts alone: the verify is not in them
     assert all(p == 0 or p >= 50 for p in hybrid)  # empty after the switch, then draft + verify steps
+
+
+class LaneClock:
+    """Stands in for ``time`` in ``engine.schedulers.base``: ``perf_counter`` is a per-thread count of the seconds
+    ``advance`` added on that thread, so what one lane measures never includes another lane's work."""
+
+    def __init__(self) -> None:
+        self._now = threading.local()
+
+    def perf_counter(self) -> float:
+        return getattr(self._now, "value", 0.0)
+
+    def advance(self, seconds: float) -> None:
+        self._now.value = self.perf_counter() + seconds
+
+    @staticmethod
+    def monotonic() -> float:  # stop()'s and generate()'s timeouts stay real
+        return time.monotonic()
 
 
 def test_pdv_warns_when_the_feedback_queue_target_cannot_be_reached(tiny_pair, caplog):

@@ -140,8 +140,10 @@ def test_model_and_lookup_proposals_mixed_in_one_batch_keep_the_distribution(tin
 
 
 def test_the_draft_cache_stays_in_step_with_lookup_steps_in_between(tiny_pair):
-    # between steps the draft cache plus the tokens it still lacks is the verifier's context and ``pending``
-    config = EngineConfig(drafter="model+ngram", prompt_lookup_min=1, prompt_lookup_max=2)
+    # between steps the draft cache plus the tokens it still lacks is the verifier's context and ``pending``;
+    # a fixed L: the cost controller, reading this machine's measured costs, may choose L = 0 and never look up
+    fixed = ControllerConfig(kind="fixed", draft_len=4)
+    config = EngineConfig(drafter="model+ngram", prompt_lookup_min=1, prompt_lookup_max=2, controller=fixed)
     eng = make_engine("baseline", tiny_pair, config)
     params = SamplingParams(max_new_tokens=40, stop_token_ids=())
     request = Request("c", tiny_pair.encode_prompt("abcabcabcabc"), params)

@@ -1,12 +1,12 @@
 """Lane priority, the arbiter, and CUDA stream/event ordering (with a fake CUDA backend)."""
 
 import threading
-import time
 
 import torch
 
 from engine.devices import LaneStream, keep_for_current_stream
 from engine.schedulers.lanes import STARVATION_S, LaneArbiter, choose_lane
+from tests.support.serve import wait_until
 
 
 def just_now(*lanes: str) -> dict[str, float]:
@@ -50,13 +50,11 @@ def test_arbiter_grants_the_single_slot_by_priority():
 
     first = threading.Thread(target=holder)
     first.start()
-    deadline = time.monotonic() + 5
-    while not order and time.monotonic() < deadline:
-        time.sleep(0.001)
+    assert wait_until(lambda: order == ["prefill-first"], timeout=5)
     threads = [threading.Thread(target=worker, args=(n,)) for n in ("prefill", "verify", "decode")]
     for t in threads:
         t.start()
-    time.sleep(0.2)  # all three are now waiting for the slot
+    assert wait_until(lambda: len(arbiter._waiting) == 3, timeout=5)  # all three wait for the slot
     release.set()
     for t in [first, *threads]:
         t.join(5)

@@ -45,6 +45,18 @@ async def _run_clients(url: str, leave: dict[int, int]) -> list[str | None]:
         return await asyncio.gather(*(_client(http, i, leave.get(i)) for i in range(CLIENTS)))
 
 
+def _last_step_waits_for_cancel(verify, leaving: set[tuple[int, ...]]):
+    """``engine._verify``, holding a block that would end a leaver's request until that request is cancelled."""
+
+    def run(block):
+        for seq in block.seqs:
+            if tuple(seq.request.prompt_token_ids) in leaving and seq.remaining <= max(block.lens) + 1:
+                assert wait_until(lambda seq=seq: seq.request.status.finished, timeout=60), "its client never left"
+        return verify(block)
+
+    return run
+
+
 def test_half_of_64_streaming_clients_leave_their_requests_are_cancelled_and_the_rest_match(tiny_pair):
     injector = FaultInjector(tiny_pair)
     server = served(injector.pair, "pdv", controller=ControllerConfig(kind="fixed"), drafter="model")
@@ -55,7 +67,10 @@ def test_half_of_64_streaming_clients_leave_their_requests_are_cancelled_and_the
         undisturbed = asyncio.run(_run_clients(url, {}))
         reference = {tuple(r.prompt_token_ids): r for r in server.submitted}
         server.submitted.clear()
-        # slower verify steps, so that every leaver leaves while its request is still generating
+        # slower verify steps, so that leavers leave while their requests generate; and a leaver's last step
+        # waits for its client to be gone, so that no request of a leaver can finish first
+        leaving = {tuple(completion_prompt_ids(tiny_pair.tokenizer, _body(i)["prompt"])) for i in leavers}
+        engine._verify = _last_step_waits_for_cancel(engine._verify, leaving)
         with injector.inject(Fault("verify", "stall", times=None, seconds=0.02)):
             disturbed = asyncio.run(_run_clients(url, leavers))
         assert wait_until(lambda: engine.budget.used == 0 and engine.stats().unfinished == 0), (
