@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import torch
 
+from engine.kv import KVStore
 from engine.models.pair import ModelPair
 from engine.runner import ModelRunner, Stage
 
@@ -155,7 +156,7 @@ class FaultyRunner(ModelRunner):
 
     def forward(
         self,
-        stores: list,
+        stores: list[KVStore],
         input_ids: torch.Tensor,
         num_tokens: list[int],
         keep: torch.Tensor,

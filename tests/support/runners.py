@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import torch
 
+from engine.kv import KVStore
 from engine.models.pair import ModelPair
 from engine.runner import ModelRunner, Stage
 
@@ -21,7 +22,7 @@ class CountingRunner(ModelRunner):
 
     def forward(
         self,
-        stores: list,
+        stores: list[KVStore],
         input_ids: torch.Tensor,
         num_tokens: list[int],
         keep: torch.Tensor,
