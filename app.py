@@ -5,11 +5,16 @@ Streamlit pieces they share in ``widgets/``, and everything they run and draw
 from – launches, views, tables, figures – in ``dashboard/``, without Streamlit.
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from dashboard.settings import session_defaults
 
-st.set_page_config(page_title="PD-Verify", page_icon=":material/bolt:", layout="wide")
+# the icon is a file of the package, served by the dashboard itself: a material or emoji icon would make the
+# browser fetch it from a font CDN, which fails offline (nothing the page shows leaves 127.0.0.1)
+PAGE_ICON = Path(__file__).parent / "dashboard" / "assets" / "page_icon.png"
+st.set_page_config(page_title="PD-Verify", page_icon=str(PAGE_ICON), layout="wide")
 # metric tiles sit three to a row in each engine's panel: at laptop widths Streamlit's default figure size
 # cuts "1,266" to "1.."; a smaller figure fits
 st.html("<style>[data-testid='stMetricValue']{font-size:1.6rem}</style>")

@@ -61,10 +61,8 @@ def test_bundled_truncated_file_recovers_every_complete_record(bundled):
     assert dataset.records == BUNDLED_RECORDS
     assert len(dataset.requests) == 200
     assert elapsed < 10, f"loading took {elapsed:.1f}s"
-    truncation = [w for w in caught if issubclass(w.category, TruncatedDatasetWarning)]
-    assert len(truncation) == 1
-    assert str(dataset.truncated_at) in str(truncation[0].message)
-    assert str(BUNDLED_SIZE) in str(truncation[0].message)
+    # the bundled copy is known to be cut: recorded in the dataset, no warning on every run
+    assert not [w for w in caught if issubclass(w.category, TruncatedDatasetWarning)]
     with resolve_path(None) as path, open(path, "rb") as fh:
         assert path.stat().st_size == BUNDLED_SIZE
         fh.seek(dataset.truncated_at)

@@ -91,7 +91,8 @@ def iter_records(path: str | Path | None = None, report: ScanReport | None = Non
 
     Raises ``DatasetError`` if the file is not JSON, not an array, or has invalid
     JSON between records. A file that stops inside a record yields everything
-    before the cut and emits a ``TruncatedDatasetWarning`` with the byte offset.
+    before the cut and emits a ``TruncatedDatasetWarning`` with the byte offset (the bundled copy, known
+    to be cut, logs it at INFO instead).
     """
     report = report if report is not None else ScanReport()
     with resolve_path(path) as real:
@@ -99,7 +100,7 @@ def iter_records(path: str | Path | None = None, report: ScanReport | None = Non
         try:
             report.file_size = os.path.getsize(real)
             with open(real, "rb") as fh:
-                yield from _ArrayStream(fh, real, report)
+                yield from _ArrayStream(fh, real, report, known_cut=is_bundled(path))
         except OSError as exc:
             raise DatasetError(f"{real}: cannot read dataset file ({exc.strerror or exc})") from exc
 
@@ -107,9 +108,11 @@ def iter_records(path: str | Path | None = None, report: ScanReport | None = Non
 class _ArrayStream:
     """Incremental reader of ``[value, value, ...]`` over a binary file handle."""
 
-    def __init__(self, fh: Any, path: Path, report: ScanReport) -> None:
+    def __init__(self, fh: Any, path: Path, report: ScanReport, known_cut: bool = False) -> None:
+        """``known_cut``: the file is the bundled copy, which the package ships cut inside a record."""
         self._fh = fh
         self._path = path
+        self._known_cut = known_cut
         self._report = report
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
         self._decoder = json.JSONDecoder()
@@ -165,6 +168,9 @@ class _ArrayStream:
             f"{self._path}: file is truncated: it ends at byte {self._report.file_size} inside a record "
             f"that starts at byte {offset}; kept the {self._report.records} complete records before it"
         )
+        if self._known_cut:  # expected of the bundled copy: a warning on every run would read as a broken install
+            log.info(message)
+            return
         log.warning(message)
         warnings.warn(message, TruncatedDatasetWarning, stacklevel=2)
 
