@@ -38,6 +38,8 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
+from engine.transfers import upload
+
 ATTN_IMPLEMENTATION = "pdv_packed"
 BLOCK_TOKENS = 16  # slots per block: small enough that a store wastes < 16 slots, large enough for short tables
 ZERO_SLOT = 0  # never handed out and never written: padded reads point here, and zeros keep the padding finite
@@ -195,9 +197,7 @@ def step_index(stores: list[KVStore], num_tokens: list[int], device: torch.devic
     host = [*pasts, *num_tokens]
     for s in stores:
         host += s.blocks[:table_width] + [0] * (table_width - min(table_width, len(s.blocks)))
-    packed = torch.tensor(host, dtype=torch.long)
-    if device.type == "cuda":
-        packed = packed.pin_memory().to(device, non_blocking=True)
+    packed = upload(host, device)
     past, count = packed[:rows], packed[rows : 2 * rows]
     table = packed[2 * rows :].view(rows, table_width)  # [B, blocks]
     end = past + count

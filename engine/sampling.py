@@ -16,38 +16,55 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import SamplingParams
+from engine.transfers import upload
 
 
 @dataclass(frozen=True)
 class SamplingRows:
-    """Sampling parameters of the rows of a batch, as tensors on the device."""
+    """Sampling parameters of the rows of a batch: tensors on the device, and the host's copy of what
+    decides which operators run (so that deciding needs no read-back)."""
 
     temperature: torch.Tensor  # [B] float
     top_p: torch.Tensor  # [B] float
     top_k: torch.Tensor  # [B] long; 0 encodes no truncation (a tensor holds no None)
+    greedy_mask: torch.Tensor  # [B] bool, on the device
     greedy: tuple[bool, ...]  # [B] host copy: decides where random numbers are drawn
     generators: tuple[torch.Generator | None, ...]  # [B] None for greedy rows
+    truncate_k: tuple[bool, ...] = ()  # [B] host: the row has top_k > 0
+    truncate_p: tuple[bool, ...] = ()  # [B] host: the row has top_p < 1
 
     @staticmethod
     def build(
         params: list[SamplingParams], generators: list[torch.Generator | None], device: torch.device
     ) -> SamplingRows:
+        """The rows of ``params``, uploaded in one copy."""
+        host = [p.temperature for p in params] + [p.top_p for p in params]
+        host += [float(p.top_k or 0) for p in params] + [float(p.greedy) for p in params]
+        temperature, top_p, top_k, greedy = upload(host, device, torch.float32).view(4, len(params))
         return SamplingRows(
-            temperature=torch.tensor([p.temperature for p in params], device=device),
-            top_p=torch.tensor([p.top_p for p in params], device=device),
-            top_k=torch.tensor([p.top_k or 0 for p in params], device=device),
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k.long(),
+            greedy_mask=greedy.bool(),
             greedy=tuple(p.greedy for p in params),
             generators=tuple(generators),
+            truncate_k=tuple(bool(p.top_k) for p in params),
+            truncate_p=tuple(p.top_p < 1 for p in params),
         )
 
-    def select(self, rows: list[int]) -> SamplingRows:
-        index = torch.tensor(rows, device=self.temperature.device)
+    def select(self, rows: list[int], index: torch.Tensor | None = None) -> SamplingRows:
+        """The rows ``rows`` (repeats allowed); ``index`` is ``rows`` already on the device, if the caller has it."""
+        if index is None:
+            index = upload(rows, self.temperature.device)
         return SamplingRows(
             temperature=self.temperature[index],
             top_p=self.top_p[index],
             top_k=self.top_k[index],
+            greedy_mask=self.greedy_mask[index],
             greedy=tuple(self.greedy[r] for r in rows),
             generators=tuple(self.generators[r] for r in rows),
+            truncate_k=tuple(self.truncate_k[r] for r in rows),
+            truncate_p=tuple(self.truncate_p[r] for r in rows),
         )
 
     @property
@@ -71,12 +88,12 @@ def probabilities(logits: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
         return greedy_probs
     temperature = rows.temperature.clamp_min(1e-5).unsqueeze(-1)
     scaled = logits / temperature
-    if bool((rows.top_k > 0).any()):
+    if any(rows.truncate_k):  # decided on the host: no read-back
         k = torch.where(rows.top_k > 0, rows.top_k, logits.shape[-1]).clamp_max(logits.shape[-1])
         kth = scaled.sort(-1, descending=True).values.gather(-1, (k - 1).unsqueeze(-1))
         scaled = scaled.masked_fill(scaled < kth, float("-inf"))
     probs = scaled.softmax(-1)
-    if bool((rows.top_p < 1).any()):
+    if any(rows.truncate_p):
         sorted_probs, order = probs.sort(-1, descending=True)
         # drop a token when the mass strictly before it already reaches top_p; the top token always stays,
         # also for a top_p that is 0 in float32 (the mass before the top token, 0, would reach it)
@@ -85,8 +102,7 @@ def probabilities(logits: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
         drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)
         probs = probs / probs.sum(-1, keepdim=True)
-    greedy_mask = torch.tensor(rows.greedy, device=logits.device).unsqueeze(-1)
-    return torch.where(greedy_mask, greedy_probs, probs)
+    return torch.where(rows.greedy_mask.unsqueeze(-1), greedy_probs, probs)
 
 
 def sample(probs: torch.Tensor, rows: SamplingRows) -> torch.Tensor:

@@ -20,11 +20,12 @@ from engine.runner import ModelRunner, Stage
 from engine.sampling import SamplingRows, probabilities, sample, uniforms
 from engine.sequence import Sequence
 from engine.speculative import verify
+from engine.transfers import FiniteChecks, read_back, upload
 
 
 def _keep_last(counts: list[int], device: torch.device) -> torch.Tensor:
     """Packed index of the last token of each segment."""
-    return torch.tensor([c - 1 for c in accumulate(counts)], device=device)
+    return upload([c - 1 for c in accumulate(counts)], device)
 
 
 def _finish_reason(seq: Sequence, tokens: list[int]) -> tuple[list[int], FinishReason | None]:
@@ -66,30 +67,34 @@ def prefill_chunk(
     if not chosen:
         return []
     counts = [n for _, n in chosen]
-    ids = torch.tensor(
-        [t for seq, n in chosen for t in seq.request.prompt_token_ids[seq.prefilled : seq.prefilled + n]],
-        device=verifier.device,
-    )
     completes = [seq.prefilled + n == seq.prompt_len for seq, n in chosen]
-    ends = _keep_last(counts, verifier.device)
-    keep = ends[torch.tensor(completes, device=verifier.device)]
+    device = verifier.device
+    prompt = [t for seq, n in chosen for t in seq.request.prompt_token_ids[seq.prefilled : seq.prefilled + n]]
+    keep_host = [end - 1 for end, complete in zip(accumulate(counts), completes, strict=True) if complete]
+    packed = upload(prompt + keep_host, device)  # the chunk's one upload: tokens, then kept positions
+    ids, keep = packed[: len(prompt)], packed[len(prompt) :]
     stores = [seq.verifier_kv for seq, _ in chosen]
     logits = verifier.forward(stores, ids, counts, keep, Stage.PREFILL)
+    done = [seq for (seq, _), complete in zip(chosen, completes, strict=True) if complete]
+    first: list[int] = []
+    if done:
+        checks = FiniteChecks()
+        checks.add(logits, f"verifier forward in {Stage.PREFILL}")
+        rows = SamplingRows.build([s.request.params for s in done], [s.generator for s in done], device)
+        # the chunk's one read-back: the first tokens and the logits' check together, before the draft's forward,
+        # so a failing verifier forward fails the chunk before anything else runs on it
+        first, flags = read_back(sample(probabilities(logits, rows), rows), checks.flags(device))
+        checks.raise_if_any(flags)
     if draft is not None:
         # the draft's logits at the prompt end are never used: its first proposal follows the first token
         draft.forward([seq.draft_kv for seq, _ in chosen], ids, counts, keep[:0], Stage.PREFILL)
     for seq, n in chosen:
         seq.prefilled += n
-
-    done = [seq for (seq, _), complete in zip(chosen, completes, strict=True) if complete]
-    if done:
-        rows = SamplingRows.build([s.request.params for s in done], [s.generator for s in done], verifier.device)
-        first = sample(probabilities(logits, rows), rows).tolist()
-        for seq, token in zip(done, first, strict=True):
-            seq.pending = token
-            seq.draft_pending = [token]
-            emitted, reason = _finish_reason(seq, [token])
-            seq.request.emit(emitted, [TokenKind.FIRST], reason)
+    for seq, token in zip(done, first, strict=True):
+        seq.pending = token
+        seq.draft_pending = [token]
+        emitted, reason = _finish_reason(seq, [token])
+        seq.request.emit(emitted, [TokenKind.FIRST], reason)
     return done
 
 
@@ -114,6 +119,7 @@ class DraftBlock:
     draft_s: float = 0.0  # wall time of the draft forwards
     emitted_before: int = 0  # tokens the rows had emitted before this block
     sources: list[DraftSource | None] = field(default_factory=list)  # [B] where each row's proposal came from
+    checks: FiniteChecks = field(default_factory=FiniteChecks)  # the verify forward's logits, read at accept
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The device tensors the draft lane made for the block (the verify lane reads them)."""
@@ -166,15 +172,21 @@ def draft_block(
             ids = tokens[index, k - 1]
         keep = _keep_last(counts, device)
         logits = draft.forward([seqs[b].draft_kv for b in active], ids, counts, keep, Stage.DRAFT)
+        checks = FiniteChecks()
+        checks.add(logits, f"draft forward in {Stage.DRAFT}")
         sub = rows if len(active) == batch else rows.select(active)
         p = probabilities(logits, sub)
         tokens[index, k] = sample(p, sub)
         probs[index, k] = p
         for b in active:
             forwards[b] = k + 1
+        # a draft forward that fails stops the block at that forward, so that the batch's retry row by row
+        # finds the row it fails: one read per draft-model position, shared with the confidence gate's
+        gate = [] if confidence is None else [torch.softmax(logits.float(), dim=-1).amax(dim=-1) >= confidence]
+        flags, *sure = read_back(checks.flags(device), *gate)
+        checks.raise_if_any(flags)
         if confidence is not None:
-            sure = (torch.softmax(logits.float(), dim=-1).amax(dim=-1) >= confidence).tolist()
-            for b, ok in zip(active, sure, strict=True):
+            for b, ok in zip(active, sure[0], strict=True):
                 if not ok:
                     lens[b] = k
                     probs[b, k] = 0
@@ -198,14 +210,16 @@ def verify_block(verifier: ModelRunner, block: DraftBlock) -> torch.Tensor:
     """
     batch, width = block.tokens.shape
     device = block.tokens.device
-    pending = torch.tensor([seq.pending for seq in block.seqs], device=device).unsqueeze(1)
-    grid = torch.cat([pending, block.tokens], dim=1).view(-1)  # [B * (Lmax+1)]
     counts = [n + 1 for n in block.lens]
-    flat = torch.tensor([b * (width + 1) + j for b, n in enumerate(counts) for j in range(n)], device=device)
+    flat_host = [b * (width + 1) + j for b, n in enumerate(counts) for j in range(n)]
+    row_host = [b for b, n in enumerate(counts) for _ in range(n)]
+    packed = upload([seq.pending for seq in block.seqs] + flat_host + row_host, device)  # the step's one upload
+    pending, flat, row_of_token = packed[:batch], packed[batch : batch + len(flat_host)], packed[-len(row_host) :]
+    grid = torch.cat([pending.unsqueeze(1), block.tokens], dim=1).view(-1)  # [B * (Lmax+1)]
     keep = torch.arange(flat.shape[0], device=device)
     logits = verifier.forward([seq.verifier_kv for seq in block.seqs], grid[flat], counts, keep, Stage.VERIFY)
-    row_of_token = [b for b, n in enumerate(counts) for _ in range(n)]
-    p = probabilities(logits, block.rows.select(row_of_token))
+    block.checks.add(logits, f"verifier forward in {Stage.VERIFY}")
+    p = probabilities(logits, block.rows.select(row_host, row_of_token))
     target = torch.zeros(batch * (width + 1), p.shape[-1], device=device)
     target[flat] = p
     return target.view(batch, width + 1, -1)
@@ -219,11 +233,16 @@ def accept_block(block: DraftBlock, target: torch.Tensor, record_steps: bool = T
     ``record_steps``). Returns the sequences that finished in this step.
     """
     device = block.tokens.device
-    lens = torch.tensor(block.lens, device=device)
+    lens = upload(block.lens, device)
     verdict = verify(block.tokens, block.probs, target, lens, uniforms(block.rows, block.tokens.shape[1], device))
     next_tokens = sample(verdict.next_probs, block.rows)
-    # the one host sync of a step: the accept decision is needed on the host
-    accepted, nexts, drafts = verdict.num_accepted.tolist(), next_tokens.tolist(), block.tokens.tolist()
+    # the one host wait of a step: the accept decision, the drafted tokens and the forwards' checks, in one copy
+    accepted, nexts, flat_drafts, flags = read_back(
+        verdict.num_accepted, next_tokens, block.tokens, block.checks.flags(device)
+    )
+    block.checks.raise_if_any(flags)
+    width = block.tokens.shape[1]
+    drafts = [flat_drafts[b * width : (b + 1) * width] for b in range(len(block.seqs))]
 
     finished = []
     for b, seq in enumerate(block.seqs):

@@ -14,8 +14,9 @@ record in docs/results.md:
   call (``workloads.bench.hardware``), with the share of each the step reaches
   (``--smol``; it loads SmolLM2).
 
-Rows are appended to ``--out`` (``label`` says before or after a change), so
-one CSV holds both sides of a comparison.
+Rows are appended to ``--out`` with ``--label`` (before or after a change) and
+``--round``, so one CSV holds both sides of a comparison measured in
+interleaved rounds (docs/results.md gives the loop that ran them).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ CONTEXT = 128  # cached tokens per row, as the cost profile uses
 ROWS = (1, 8, 32)
 TOKENS = (1, 5)
 REPEATS = 15
-FIELDS = ("label", "preset", "rows", "tokens", "metric", "value")
+FIELDS = ("label", "round", "preset", "rows", "tokens", "metric", "value")
 
 
 class OperatorCounter(TorchDispatchMode):
@@ -96,21 +97,21 @@ def forward_ms(runner: ModelRunner, rows: int, tokens: int, repeats: int = REPEA
     return statistics.median(times) * 1000
 
 
-def tiny_rows(label: str) -> list[dict]:
+def tiny_rows(label: str, round_: int) -> list[dict]:
     pair = load_model_pair("tiny", device="cpu")
     out = []
     for rows in ROWS:
         for tokens in TOKENS:
             ops = operators_per_layer(pair.verifier, rows, tokens)
             ms = forward_ms(pair.verifier, rows, tokens)
-            common = {"label": label, "preset": "tiny", "rows": rows, "tokens": tokens}
+            common = {"label": label, "round": round_, "preset": "tiny", "rows": rows, "tokens": tokens}
             out.append({**common, "metric": "operators_per_layer", "value": round(ops, 1)})
             out.append({**common, "metric": "forward_ms", "value": round(ms, 3)})
     return out
 
 
-def smol_rows(label: str, rounds: int) -> list[dict]:
-    """The smol verifier step at C = 1 and 32 beside the machine's matmul and read rates, per round."""
+def smol_rows(label: str, round_: int) -> list[dict]:
+    """The smol verifier step at C = 1 and 32 beside the machine's matmul and read rates, measured together."""
     from workloads.bench.hardware import kv_bytes, matmul_flops, read_bandwidth
 
     pair: ModelPair = load_model_pair("smol", device="cpu")
@@ -118,20 +119,20 @@ def smol_rows(label: str, rounds: int) -> list[dict]:
     params = sum(p.numel() for p in verifier.model.parameters())
     weights = sum(p.numel() * p.element_size() for p in verifier.model.parameters())
     element = torch.empty((), dtype=verifier.dtype).element_size()
-    out = []
-    for round_ in range(rounds):
-        peak, bandwidth = matmul_flops(), read_bandwidth()
-        common = {"label": label, "preset": "smol", "tokens": 1}
-        out.append({**common, "rows": 0, "metric": f"matmul_gflop_s_r{round_}", "value": round(peak / 1e9, 2)})
-        out.append({**common, "rows": 0, "metric": f"read_gb_s_r{round_}", "value": round(bandwidth / 1e9, 2)})
-        for rows in (1, 32):
-            ms = forward_ms(verifier, rows, 1, repeats=5)
-            flop_s = 2 * params * rows / (ms / 1000)
-            bytes_s = (weights + kv_bytes(verifier.model, rows, CONTEXT, element)) / (ms / 1000)
-            row = {**common, "rows": rows}
-            out.append({**row, "metric": f"step_ms_r{round_}", "value": round(ms, 2)})
-            out.append({**row, "metric": f"matmul_share_r{round_}", "value": round(flop_s / peak, 3)})
-            out.append({**row, "metric": f"read_share_r{round_}", "value": round(bytes_s / bandwidth, 3)})
+    peak, bandwidth = matmul_flops(), read_bandwidth()
+    common = {"label": label, "round": round_, "preset": "smol", "tokens": 1}
+    out = [
+        {**common, "rows": 0, "metric": "matmul_gflop_s", "value": round(peak / 1e9, 2)},
+        {**common, "rows": 0, "metric": "read_gb_s", "value": round(bandwidth / 1e9, 2)},
+    ]
+    for rows in (1, 32):
+        ms = forward_ms(verifier, rows, 1, repeats=5)
+        flop_s = 2 * params * rows / (ms / 1000)
+        bytes_s = (weights + kv_bytes(verifier.model, rows, CONTEXT, element)) / (ms / 1000)
+        row = {**common, "rows": rows}
+        out.append({**row, "metric": "step_ms", "value": round(ms, 2)})
+        out.append({**row, "metric": "matmul_share", "value": round(flop_s / peak, 3)})
+        out.append({**row, "metric": "read_share", "value": round(bytes_s / bandwidth, 3)})
     return out
 
 
@@ -151,14 +152,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, type=Path, help="CSV to append the rows to")
     p.add_argument("--tiny", action="store_true", help="operators per layer and forward time, tiny preset")
     p.add_argument("--smol", action="store_true", help="the smol verifier step against matmul and read rates")
-    p.add_argument("--rounds", type=int, default=3, help="--smol rounds (default %(default)s)")
+    p.add_argument("--round", type=int, default=0, help="the round this call is (a CSV column; rounds interleave)")
     args = p.parse_args(argv)
     if not (args.tiny or args.smol):
         p.error("choose --tiny, --smol or both")
-    rows = (tiny_rows(args.label) if args.tiny else []) + (smol_rows(args.label, args.rounds) if args.smol else [])
+    rows = tiny_rows(args.label, args.round) if args.tiny else []
+    rows += smol_rows(args.label, args.round) if args.smol else []
     append_csv(args.out, rows)
     for row in rows:
-        print(f"{row['label']:8} {row['preset']:5} rows={row['rows']:<3} tokens={row['tokens']} "
+        print(f"{row['label']:8} r{row['round']} {row['preset']:5} rows={row['rows']:<3} tokens={row['tokens']} "
               f"{row['metric']:22} {row['value']}")
 
 
