@@ -12,7 +12,8 @@ from engine.models.cpu_linear import chosen_backend, route_linears
 
 
 class Stage(StrEnum):
-    """The engine stage a forward serves (``engine.stages``): named in its errors, matched by fault wrappers."""
+    """The engine stage a forward serves (``engine.stages``): named in the stages' errors, and passed to
+    ``ModelRunner.forward`` as a label that runner wrappers (fault injection, ``engine.faults``) match on."""
 
     PREFILL = "prefill"
     DRAFT = "draft"
@@ -55,7 +56,7 @@ class ModelRunner:
         input_ids: torch.Tensor,  # [N] long, on device: the new tokens of all stores, packed in order
         num_tokens: list[int],  # new tokens per store; sums to N
         keep: torch.Tensor,  # [K] long, on device: packed positions whose logits are returned
-        stage: Stage | None = None,  # the stage calling; None for a forward outside the engine (a measurement)
+        stage: Stage | None = None,  # the calling stage, for wrappers (unused here); None outside the engine
     ) -> torch.Tensor:  # [K, V] float32 logits
         for store, n in zip(stores, num_tokens, strict=True):
             if store.length + n > store.capacity:
