@@ -110,7 +110,8 @@ def run_mt_bench(
     writer = None if out is None else RunWriter(out)
     results: list[RunResult] = []
     for run in plan.runs():
-        one = replace(plan, policies=(run.policy,), **_only(plan, run.engine))
+        # one round: turn 2 follows this run's own answers, so its rounds would not replay one trace
+        one = replace(plan, policies=(run.policy,), rounds=1, **_only(plan, run.engine))
         turn_trace = trace
         for turn in (1, 2):
             if hooks.cancel.is_set():
