@@ -25,7 +25,13 @@ def progress_bar() -> Iterator[ProgressFn]:
     def report(message: str, fraction: float) -> None:
         nonlocal bar
         if bar is None:
-            bar = tqdm(total=100, file=sys.stderr, bar_format="{desc} {bar} {percentage:3.0f}%", dynamic_ncols=True)
+            bar = tqdm(
+                total=100,
+                desc=message,
+                file=sys.stderr,
+                bar_format="{desc} {bar} {percentage:3.0f}%",
+                dynamic_ncols=True,
+            )
         bar.set_description_str(message, refresh=False)
         bar.n = round(100 * fraction)
         bar.refresh()

@@ -6,7 +6,6 @@ with ``place_legend`` (or ``waiting`` when there is nothing to draw yet).
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import pandas as pd
@@ -67,8 +66,7 @@ def place_legend(fig: go.Figure) -> go.Figure:
     names = [str(t.name or "") for t in fig.data if t.showlegend is not False]
     if not names or fig.layout.showlegend is False:
         return fig
-    per_row = max(1, int(LEGEND_ROW_WIDTH_PX // (max(map(len, names)) * LEGEND_CHAR_PX + LEGEND_SWATCH_PX)))
-    rows = math.ceil(len(names) / per_row)
+    rows = legend_rows(names)
     height = fig.layout.height + LEGEND_ROW_PX * rows
     fig.update_layout(
         height=height,
@@ -76,6 +74,21 @@ def place_legend(fig: go.Figure) -> go.Figure:
         legend={"yref": "container", "y": 1 - TITLE_PX / height, "yanchor": "top"},
     )
     return fig
+
+
+def legend_rows(names: list[str]) -> int:
+    """Rows a horizontal legend of ``names`` takes on a half-width chart: each entry is as wide as its own name.
+
+    Counting every entry as wide as the longest one overestimated the rows for runs with names of mixed
+    lengths, and left a blank band between the legend and the plot.
+    """
+    rows, used = 1, 0.0
+    for name in names:
+        width = len(name) * LEGEND_CHAR_PX + LEGEND_SWATCH_PX
+        if used and used + width > LEGEND_ROW_WIDTH_PX:
+            rows, used = rows + 1, 0.0
+        used += width
+    return rows
 
 
 def stack_widths(fig: go.Figure) -> go.Figure:

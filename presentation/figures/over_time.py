@@ -77,9 +77,15 @@ def acceptance_over_time(ts: pd.DataFrame, group: str = "engine") -> go.Figure:
     return stack_widths(fig)
 
 
+# engines whose queue chart would be a flat line at 0: said in words instead
+NO_QUEUES = {"ar": "AR runs each request in one loop: it has no lane queues"}
+
+
 def queue_depths(ts: pd.DataFrame, engine: str) -> go.Figure:
     """One engine's queues over time: admission (``waiting``) and every lane it has."""
     fig = new_figure(f"{engine_label(engine)} queues", "seconds since the run started", "items queued", height=240)
+    if engine in NO_QUEUES:
+        return waiting(fig, NO_QUEUES[engine])
     rows = ts[ts["engine"] == engine] if "engine" in ts else ts.iloc[0:0]
     present = [c for c in LANE_DASH if c in rows and rows[c].notna().any()]
     if rows.empty or not present:
@@ -95,6 +101,8 @@ def queue_depths(ts: pd.DataFrame, engine: str) -> go.Figure:
             )
         )
     fig.update_yaxes(rangemode="tozero")
+    # Plotly drops the legend of a one-line chart, which would leave that line unnamed
+    fig.update_layout(showlegend=True)
     return place_legend(stack_widths(fig))  # idle lanes all lie on 0
 
 
@@ -109,9 +117,12 @@ def device_utilisation(ts: pd.DataFrame, group: str = "engine") -> go.Figure:
         fig = new_figure("GPU utilisation (NVML)", x_title, "SM % (solid), memory % (dotted)")
         series = (("gpu_util", "SM %", "solid", "y"), ("gpu_mem_util", "memory %", "dot", "y"))
     else:
-        fig = new_figure("CPU and RSS of this process (no GPU)", x_title, "CPU % (solid)")
-        series = (("cpu_util", "CPU %", "solid", "y"), ("rss_mb", "RSS MiB", "dot", "y2"))
-        fig.update_layout(yaxis2={"title": {"text": "RSS MiB (dotted)"}, "overlaying": "y", "side": "right"})
+        # cpu_util is CPU time over wall time x every core the process may use (metrics/METRICS.md)
+        fig = new_figure("CPU and RSS of this process (no GPU)", x_title, "CPU %, 100 = all its cores (solid)")
+        series = (("cpu_util", "CPU % of all cores", "solid", "y"), ("rss_mb", "RSS MiB", "dot", "y2"))
+        # whole MiB on ticks Plotly picks for the RSS range itself (not fractions lined up with the CPU axis)
+        rss_axis = {"overlaying": "y", "side": "right", "tickformat": ",.0f", "showgrid": False, "nticks": 6}
+        fig.update_layout(yaxis2={"title": {"text": "RSS MiB (dotted)"}, **rss_axis})
     drawn = 0
     for i, (column, what, dash, axis) in enumerate(series):
         rows = ts.dropna(subset=[column]) if column in ts else ts.iloc[0:0]

@@ -151,11 +151,31 @@ def test_queue_depths_draw_only_the_lanes_an_engine_has():
     assert {t.line.color for t in figures.queue_depths(ts, "pd").data} == {palette.ENGINE_COLORS["pd"]}
 
 
+def test_a_one_line_queue_chart_keeps_its_legend_and_ar_says_it_has_no_queues():
+    ts = series()
+    baseline = figures.queue_depths(ts, "baseline")
+    assert [t.name for t in baseline.data] == ["admission"] and baseline.layout.showlegend is True
+    ar = figures.queue_depths(ts.assign(engine="ar"), "ar")
+    assert ar.data == () and "no lane queues" in ar.layout.annotations[0].text
+
+
+def test_legend_rows_count_each_entry_at_its_own_width():
+    from presentation.figures.base import legend_rows
+
+    assert legend_rows(["AR", "PD", "PDV", "Baseline"]) == 1
+    # one long run name among short ones: not every entry as wide as the longest
+    assert legend_rows(["runs/bench-20261125 · pdv c4", "AR", "PD"]) == 1
+    assert legend_rows(["a very long run name of forty chars x" + str(i) for i in range(4)]) == 4
+
+
 def test_device_chart_says_cpu_without_gpu_counters_and_gpu_with_them():
     ts = series()
     cpu = figures.device_utilisation(ts)
     assert "CPU" in cpu.layout.title.text and "no GPU" in cpu.layout.title.text
-    assert {t.hovertemplate.split(":")[0].split(" ", 1)[1] for t in cpu.data} == {"CPU %", "RSS MiB"}
+    assert {t.hovertemplate.split(":")[0].split(" ", 1)[1] for t in cpu.data} == {"CPU % of all cores", "RSS MiB"}
+    # what 100 % means is on the axis; RSS has ticks of its own in whole MiB
+    assert "100 = all its cores" in cpu.layout.yaxis.title.text
+    assert cpu.layout.yaxis2.tickformat == ",.0f" and cpu.layout.yaxis2.tickmode is None
     gpu_ts = ts.assign(gpu_util=50.0, gpu_mem_util=20.0)
     gpu = figures.device_utilisation(gpu_ts)
     assert "GPU" in gpu.layout.title.text and "CPU" not in gpu.layout.title.text
