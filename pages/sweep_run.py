@@ -107,9 +107,10 @@ def charts_card() -> None:
         ({"tpot_p95_ms": "p95", "tpot_p99_ms": "p99"}, "TPOT p95 / p99", "ms"),
         ({"acceptance_rate": ""}, "Acceptance (accepted / drafted)", "share accepted"),
         (
-            {"mean_draft_len": "L", "mean_acceptance_length": "tokens/step"},
+            # steps that drafted nothing count as L = 0, so the mean sits below --min-draft-len
+            {"mean_draft_len": "mean L (no draft = 0)", "mean_acceptance_length": "tokens/step"},
             "Mean draft length and tokens per step",
-            "tokens",
+            "tokens (a step drafting nothing: L = 0)",
         ),
     )
     columns = st.columns(2)
