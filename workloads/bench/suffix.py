@@ -48,6 +48,7 @@ from workloads.drivers.run_spec import RunHooks, RunSettings, RunSpec
 from workloads.drivers.trace import DatasetSpec, Trace, build_trace, load_trace
 
 SETUPS = ("ar", "ngram", "model+ngram", "suffix")
+COLD = "suffix (empty tree)"  # suffix drafting without the warm-up set: the tree learns from the run alone
 SETS = ("sharegpt", "mt-bench", "coding")
 CODING = "coding"  # MT-Bench's category of programming questions
 
@@ -55,7 +56,8 @@ CODING = "coding"  # MT-Bench's category of programming questions
 def engine_config(setup: str, warmup: Path) -> EngineConfig:
     if setup == "ar":
         return EngineConfig()
-    config = EngineConfig(drafter=setup, controller=ControllerConfig(kind="cost"))
+    drafter = "suffix" if setup == COLD else setup
+    config = EngineConfig(drafter=drafter, controller=ControllerConfig(kind="cost"))
     return replace(config, suffix_warmup=str(warmup)) if setup == "suffix" else config
 
 
@@ -134,6 +136,8 @@ def summarise(rows: list[dict]) -> list[dict]:
     for (name, c, setup), rs in sorted(groups.items(), key=lambda kv: (SETS.index(kv[0][0]), kv[0][1], kv[0][2])):
         ratios = [float(r["output_tok_s"]) / ar[k] for r in rs if (k := (r["set"], r["concurrency"], r["round"])) in ar]
         trees = [int(r["tree_tokens"]) for r in rs if r["tree_tokens"] not in (None, "")]
+        nodes = [int(r["tree_nodes"]) for r in rs if r["tree_nodes"] not in (None, "")]
+        accepts = [float(r["acceptance"]) for r in rs if r["acceptance"] not in (None, "")]
         table.append(
             {
                 "set": name,
@@ -143,8 +147,10 @@ def summarise(rows: list[dict]) -> list[dict]:
                 "tok/s (median)": round(statistics.median(float(r["output_tok_s"]) for r in rs), 1),
                 "x AR (median)": round(statistics.median(ratios), 3) if ratios else "",
                 "x AR (min-max)": f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "",
+                "acceptance": round(statistics.median(accepts), 3) if accepts else "",
                 "same output as AR": all(r["identical"] in (True, "True") for r in rs),
                 "tree tokens at end": max(trees) if trees else "",
+                "tree nodes at end": max(nodes) if nodes else "",
             }
         )
     return table
@@ -159,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=8, help="prompts per run at C = 1 (2 x C at higher loads)")
     parser.add_argument("--warmup", type=int, default=256, help="warm-up requests the suffix tree starts from")
     parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--setups", default=",".join(SETUPS), help=f"comma list of {', '.join(SETUPS)}, {COLD}")
     parser.add_argument("--out", default="runs/suffix-bench")
     args = parser.parse_args(argv)
     from engine.models.pair import load_model_pair
@@ -173,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     traces = {name: prompt_set(pair, name, biggest, args.max_new_tokens) for name in SETS}
     warmup = warmup_file(pair, out, args.warmup, args.max_new_tokens, list(traces.values()))
     warm_prompt = load_trace(DatasetSpec(), pair, 1, 2, 8).items[0].prompt_token_ids
-    prepare_profiles(pair, [engine_config(s, warmup) for s in SETUPS])
+    setups = tuple(args.setups.split(","))
+    for setup in setups:
+        prepare_profiles(pair, engine_config(setup, warmup), ["baseline"])
     csv_path = out / "runs.csv"
     rows = list(csv.DictReader(csv_path.open())) if csv_path.exists() else []
     if args.rounds == "none":
@@ -182,9 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in sets:
             for c in loads:
                 trace = Trace(traces[name].items[: max(args.prompts, 2 * c)], traces[name].source, 0)
-                order = SETUPS[round_ % len(SETUPS) :] + SETUPS[: round_ % len(SETUPS)]
+                order = setups[round_ % len(setups) :] + setups[: round_ % len(setups)]
                 results = {s: run(pair, s, warmup, warm_prompt, trace, c, args.max_new_tokens) for s in order}
-                for setup in SETUPS:
+                for setup in setups:
                     r = results[setup]
                     row = {"round": round_, "set": name, "concurrency": c, "setup": setup, "prompts": len(trace.items)}
                     row |= {k: v for k, v in r.items() if k != "outputs"}
