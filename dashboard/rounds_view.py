@@ -31,8 +31,9 @@ RATIO_ROWS = {
     "ttft_p50": "TTFT p50 × AR",
 }
 SIMULTANEOUS_NOTE = (
-    "Run simultaneously: the engines share the machine, so each one's figures include the others' load and "
-    "its ratios to AR are not per-engine speeds. No verdict is given; run them one after another for one."
+    "Run simultaneously: the engines share the device (the machine's cores), so each one's figures include the "
+    "others' load and its ratios to AR are not per-engine speeds. No verdict is given; run them one after "
+    "another for one."
 )
 
 

@@ -81,17 +81,17 @@ def session_defaults() -> dict[str, Any]:
     """Every settings widget's starting value, keyed by its widget key."""
     return {
         **_replay_defaults("live"),
-        # 8 requests x 4 engines at concurrency 4 with 32 new tokens: on the default preset and a 2-core
-        # CPU the run ends 34-38 s after Start (93-99 s the first time, which converts the weights and
-        # measures step costs once), measured with the dashboard open in a local browser
-        "live.num_requests": 8,
+        # 4 requests (one batch at concurrency 4) x 4 engines x 3 rounds with 32 new tokens: the fewest
+        # rounds that give a verdict, each engine's round one full batch; its time is in docs/results.md
+        "live.num_requests": 4,
         "live.concurrency": 4,
         "live.request_rate": 2.0,
         "live.max_new_tokens": 32,
         "live.simultaneous": False,  # one engine at a time: each is measured alone on the device
         **_replay_defaults("sweep"),
         # three load points x four engines of 6 short requests: 170 s from Start to the end on the default
-        # preset and a 2-core CPU, measured with the dashboard open in a local browser
+        # preset and a 2-core CPU for one round, measured with the dashboard open in a local browser; each
+        # round (3 by default, the fewest for a verdict) replays them all again
         "sweep.num_requests": 6,
         "sweep.concurrencies": "1,2,4",
         "sweep.rates": "0.5,1,2",

@@ -29,7 +29,7 @@ def latency_points(requests: pd.DataFrame, column: str, title: str) -> go.Figure
         fig.add_trace(
             go.Box(
                 x=g[column],
-                name=f"{name} ({len(g)})",
+                name=name,
                 marker={"color": style["color"], "size": 6},
                 line={"color": style["color"]},
                 boxpoints="all",

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard.settings import session_defaults
 from engine.models.pair import load_model_pair
 from metrics.runs import list_run_dirs, load_run_dir
 from tests.support import ROOT as ROOT_DIR
@@ -45,6 +46,7 @@ def open_app() -> AppTest:
         at.session_state[f"{page}.drafter"] = "model"
     for page in ("live", "sweep"):  # a fixed L: the tiny draft is too weak for the cost controller to draft at all
         at.session_state[f"{page}.controller"] = "fixed"
+        at.session_state[f"{page}.rounds"] = 1  # one round each, except where a test is about rounds
     at.run()
     assert not at.exception, at.exception
     return at
@@ -125,7 +127,8 @@ def test_live_and_sweep_pages_compare_every_engine_with_ar_by_default_on_the_con
 
 def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_dir):
     at = open_app()
-    assert at.number_input(key="live.rounds").value == 3
+    assert session_defaults()["live.rounds"] == session_defaults()["sweep.rounds"] == 3
+    at.number_input(key="live.rounds").set_value(3)
     at.number_input(key="live.num_requests").set_value(4)
     at.number_input(key="live.max_new_tokens").set_value(8)
     at.button(key="live.start").click().run()
@@ -134,6 +137,7 @@ def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_di
 
     assert not at.error, [e.value for e in at.error]
     assert "Finished" in at.success[0].value and "4 run(s), 3 rounds each" in at.success[0].value
+    assert not [c.value for c in at.caption if "so far" in c.value]  # the run has ended: nothing is "so far"
     assert [p.proto.text for p in at.get("progress")] == ["4/4 requests · done · round 3 of 3"] * 4
     panels = [m.value for m in at.markdown if m.value.startswith("<h4")]
     assert [p.split("● ")[1].split("<")[0] for p in panels] == LABELS
@@ -144,7 +148,8 @@ def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_di
     for name in ("ttft", "tpot"):  # a few requests each: every request a point beside its engine's box
         traces = figs[f"live.chart.{name}"]["data"]
         assert [t["type"] for t in traces] == ["box"] * 4 and [t["boxpoints"] for t in traces] == ["all"] * 4
-        assert [t["name"] for t in traces] == [f"{label} (12)" for label in LABELS], name  # 4 requests x 3 rounds
+        assert [t["name"] for t in traces] == LABELS, name
+        assert [len(values(t["x"])) for t in traces] == [12] * 4  # 4 requests x 3 rounds, pooled
     assert [t["name"] for t in figs["live.chart.draft_len"]["data"]] == LABELS[1:]  # AR drafts nothing
     assert [t["name"] for t in figs["live.chart.acceptance"]["data"]] == LABELS[1:]
     tiles = [m for m in at.metric if m.label == "tok/s"]
@@ -315,8 +320,11 @@ def test_a_sweep_on_tiny_charts_every_engine_at_every_load_and_its_speed_up_over
     assert "request_rate" not in results and "Request rate (req/s)" not in results  # a closed loop has none
     runs = list(zip(results["Engine"], results["Concurrency"], strict=True))
     tok_s = dict(zip(runs, results["Output tok/s"], strict=True))
-    ratios = dict(zip(runs, results["tok/s × AR"], strict=True))
-    assert ratios == pytest.approx({(e, c): v / tok_s[("AR", c)] for (e, c), v in tok_s.items()})
+    # one round each: the interval is that round's ratio, and the median is the ratio of the two figures
+    texts = dict(zip(runs, results["tok/s × AR"], strict=True))
+    ratios = {run: float(text.split("×")[0]) for run, text in texts.items()}
+    assert all(text == f"{ratios[run]:.2f}× ({ratios[run]:.2f}–{ratios[run]:.2f})" for run, text in texts.items())
+    assert ratios == pytest.approx({(e, c): v / tok_s[("AR", c)] for (e, c), v in tok_s.items()}, abs=0.006)
     tput = charts(at)["sweep.chart.0"]["data"]
     assert [t["name"] for t in tput] == ["AR", "Baseline", "PDV"]
     assert [values(t["x"]) for t in tput] == [[1, 2]] * 3
@@ -325,7 +333,7 @@ def test_a_sweep_on_tiny_charts_every_engine_at_every_load_and_its_speed_up_over
     assert [shape["y0"] for shape in speedup["layout"]["shapes"]] == [1.0]
     for trace in speedup["data"]:
         drawn = dict(zip(values(trace["x"]), values(trace["y"]), strict=True))
-        assert drawn == pytest.approx({c: ratios[(trace["name"], c)] for c in (1, 2)})
+        assert drawn == pytest.approx({c: ratios[(trace["name"], c)] for c in (1, 2)}, abs=0.006)
     assert speedup["layout"]["xaxis"]["tickvals"] == [1, 2]  # whole concurrencies only
 
 
@@ -437,6 +445,7 @@ def test_model_loading_progress_is_shown_while_the_pair_loads(runs_dir, monkeypa
     at.button(key="live.start").click().run()
     loading = [p.proto for p in rerun_until(at, lambda a: bool(a.get("progress"))).get("progress")]
     assert (loading[0].value, loading[0].text) == (40, "Converting SmolLM2 (one-time)")
+    assert [s.state for s in at.status] == ["running"]  # no ✓ while the work goes on
     release.set()
     rerun_until(at, ended("live"))
     assert "Finished" in at.success[0].value
@@ -505,7 +514,7 @@ def test_runs_page_lists_cli_runs_compares_them_and_deletes_after_confirmation(r
     per_draft = sorted(p["accepted"] / p["drafts"] for r in entries for p in r["position_acceptance"])
     drawn = sorted(y for trace in by_position["data"] for y in values(trace["y"]))
     assert per_draft and drawn == pytest.approx(per_draft)  # vLLM's acceptance at each position, from run.json
-    assert len(at.get("download_button")) == 2 * 5
+    assert len(at.get("download_button")) == 2 * 6  # each directory's six files
     at.switch_page("pages/sweep_run.py").run()
     at.switch_page("pages/saved_runs.py").run()
     assert at.multiselect(key="runs.open").value == ["first", "nested/second"]  # the choice outlives the visit
@@ -534,7 +543,9 @@ def test_runs_page_marks_runs_cut_short_and_a_directory_of_mixed_setups(runs_dir
     summary = at.dataframe[1].value
     assert dict(zip(summary["Engine"], summary["Stopped early"], strict=True)) == {"AR": "—", "PD": "timeout"}
     ar_tok_s, pd_tok_s = summary["Output tok/s"]
-    assert list(summary["tok/s × AR"]) == pytest.approx([1.0, pd_tok_s / ar_tok_s])  # same directory and load
+    # same directory and load, from two invocations: AR's rounds give AR its interval; PD's rounds paired
+    # with no AR round, so PD is set against AR's pooled figure, without an interval
+    assert list(summary["tok/s × AR"]) == ["1.00× (1.00–1.00)", f"{pd_tok_s / ar_tok_s:.2f}×"]
     tput = charts(at)["runs.chart.tput"]["data"][0]
     assert sorted(tput["y"]) == ["ar · C=1", "pd · C=1 (stopped early: timeout)"]
     (warning,) = [w.value for w in at.warning if "differ in models, device or dataset" in w.value]

@@ -34,12 +34,13 @@ def test_live_run_on_the_default_smol_pair_completes_in_every_engine(tmp_path, m
 
     assert not at.error, [e.value for e in at.error]
     assert "Finished" in at.success[0].value
-    assert [p.proto.text for p in at.get("progress")] == [f"{REQUESTS}/{REQUESTS} requests · done"] * len(ENGINES)
+    done = f"{REQUESTS}/{REQUESTS} requests · done · round 3 of 3"  # the default: three rounds
+    assert [p.proto.text for p in at.get("progress")] == [done] * len(ENGINES)
     assert list(at.table[0].value.columns) == LABELS
     (info,) = list_run_dirs(runs_dir)
     run = load_run_dir(info.path)
     assert list(run.frames.summary["engine"]) == list(ENGINES)
-    assert (run.frames.summary["completed"] == REQUESTS).all()
+    assert (run.frames.summary["completed"] == 3 * REQUESTS).all()  # pooled over the rounds
     assert run.runs[0]["models"]["preset"] == "smol"
     # greedy by default: every engine returns the verifier's own tokens
     outputs = [json.loads(line) for line in (info.path / "outputs.jsonl").read_text().splitlines()]
