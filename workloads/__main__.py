@@ -148,10 +148,13 @@ def replay_command(args: argparse.Namespace) -> int:
     points: list[LoadPointComparison] = []
     failure: list[Exception] = []
 
+    shown_rounds: dict[str, int] = {}
+
     def compared(point: LoadPointComparison) -> None:
         if point.final:
             points.append(point)
-        else:  # as rounds finish, the verdict so far
+        elif point.rounds_done > shown_rounds.get(point.load, 0):  # a round has ended: the verdict so far
+            shown_rounds[point.load] = point.rounds_done
             bar.write(f"{point.load} after round {point.rounds_done}: {point.verdict_line()}", sys.stderr)
 
     def work() -> None:
