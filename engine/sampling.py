@@ -99,6 +99,8 @@ def probabilities(logits: torch.Tensor, rows: SamplingRows) -> torch.Tensor:
         # also for a top_p that is 0 in float32 (the mass before the top token, 0, would reach it)
         drop_sorted = (sorted_probs.cumsum(-1) - sorted_probs) >= rows.top_p.unsqueeze(-1)
         drop_sorted[..., 0] = False
+        # a row with top_p = 1 keeps every token: its float32 cumsum can reach 1 before the smallest ones
+        drop_sorted &= (rows.top_p < 1).unsqueeze(-1)
         drop = torch.zeros_like(drop_sorted).scatter_(-1, order, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)
         probs = probs / probs.sum(-1, keepdim=True)
