@@ -105,13 +105,14 @@ def summary_card() -> None:
         st.table(rounds_table(point, engines))
     else:
         st.table(comparison.comparison_table([r.summary for r in view.runs], engines))
+    pooled = "requests finished so far" if view.status.active else "finished requests"  # "so far" only while running
     note = (
         "× AR: each round against AR of the same round, as the median over rounds with the rounds' min–max – "
         "tok/s above 1 is faster than AR, latencies below 1 are faster. Latencies and tok/s pool every round's "
-        "requests finished so far."
+        f"{pooled}."
     )
     if "ar" not in engines:
-        note = "Switch AR on in the sidebar to see each engine against it (× AR). Over the requests finished so far."
+        note = f"Switch AR on in the sidebar to see each engine against it (× AR). Over the {pooled}."
     st.caption(note)
 
 

@@ -76,8 +76,9 @@ def status_card(
 
 def show_status(status: LaunchStatus, ended: str, running: str | None = None) -> None:
     if status.state == RunState.LOADING:
-        with st.status(f"Preparing: {status.message}", expanded=True):
-            st.progress(min(max(status.fraction, 0.0), 1.0), text=status.message)
+        # not a `with` block: leaving one marks the box complete (a ✓) while the work still runs
+        box = st.status(f"Preparing: {status.message}", expanded=True, state="running")
+        box.progress(min(max(status.fraction, 0.0), 1.0), text=status.message)
     elif status.state == RunState.RUNNING:
         st.caption(running or status.message)
     elif status.state == RunState.DONE:
