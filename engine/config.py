@@ -171,8 +171,10 @@ class EngineConfig:
     """How an engine runs; which engine is ``make_engine``'s name alone."""
 
     controller: ControllerConfig = ControllerConfig()
+    # suffix drafting: after a warm-up of other requests it beat prompt lookup and AR at 1, 4 and 16 concurrent
+    # requests on held-out ShareGPT (docs/results.md, "Suffix drafting across requests"); no draft model runs
     drafter: str = field(
-        default="ngram",
+        default="suffix",
         metadata=flag("--drafter", str, "where proposals come from (the AR engine has none)", choices=DRAFTERS),
     )
     # prompt lookup (ngram drafters): the suffix lengths tried, longest first
