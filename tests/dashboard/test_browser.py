@@ -2,13 +2,17 @@
 
 Starts the server on a free port with a temporary runs directory, checks that
 ``/`` opens Live run at ``/live`` and that a new session opened straight at
-``/live`` finds it, presses Start on Live run with the default settings – AR, Baseline, PD and PDV – waits for the
-run to finish, and checks that every engine's panel is there, that no metric's
-value is cut off at a laptop's width, that each engine's speed-up against AR
-is shown, and that no error is shown. The screenshot goes to a temporary
-directory, or – with ``PDV_SCREENSHOT=1`` – to ``docs/screenshot.png`` (the
-README's), taken on the default preset unless ``PDV_SCREENSHOT_PRESET`` names
-another.
+``/live`` finds it, presses Start on Live run with the default settings – AR,
+Baseline, PD and PDV – waits for the run to finish, and checks that every
+engine's panel is there, that no metric's value is cut off at a laptop's
+width, that each engine's speed-up against AR is shown, and that no error is
+shown; that no dataframe there, and no table of the run's HTML report, needs a
+horizontal scroll at that width; that Chromium requested nothing outside
+127.0.0.1 (the page icon and fonts come from the package); and that the
+server's terminal output over the whole run holds no warning line.
+The screenshot goes to a temporary directory, or – with ``PDV_SCREENSHOT=1`` –
+to ``docs/screenshot.png`` (the README's), taken on the default preset unless
+``PDV_SCREENSHOT_PRESET`` names another.
 
 Uses Debian's Chromium (``apt-get install chromium``); skipped when it is absent.
 """
@@ -16,12 +20,14 @@ Uses Debian's Chromium (``apt-get install chromium``); skipped when it is absent
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -52,6 +58,19 @@ CUT_OFF = """() => [...document.querySelectorAll(
     + ' [data-testid="stTable"] th')]
     .filter(e => e.scrollWidth > e.clientWidth)
     .map(e => `${e.innerText} (${e.scrollWidth} > ${e.clientWidth} px)`)"""
+
+# every glide-grid dataframe (st.dataframe) whose columns do not fit its width at 1280 px: a horizontal scroll
+# would hide the right-hand columns (tokens/step, draft length, TTFT)
+SCROLLS_SIDEWAYS = """() => [...document.querySelectorAll('[data-testid="stDataFrame"] .dvn-scroller')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1)
+    .map(e => `${e.closest('[data-testid="stDataFrame"]').innerText.slice(0, 60)}`
+        + ` (${e.scrollWidth} > ${e.clientWidth} px)`)"""
+# the HTML report's tables sit in .wide boxes that scroll sideways when a table does not fit
+REPORT_SCROLLS = """() => [...document.querySelectorAll('.wide')].filter(e => e.scrollWidth > e.clientWidth + 1)
+    .map(e => `${e.innerText.slice(0, 60)} (${e.scrollWidth} > ${e.clientWidth} px)`)"""
+LOCAL_SCHEMES = ("data:", "blob:", "about:", "file:")
+# a line a user would read as something wrong: a logged WARNING/ERROR or a Python warning (FutureWarning, ...)
+WARNING_LINE = re.compile(r"\b(WARNING|ERROR)\b|\w+Warning:")
 
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Debian's Chromium is not installed at {CHROMIUM}")
 
@@ -92,15 +111,20 @@ def test_live_run_at_laptop_width_shows_every_engine_against_ar_with_no_number_c
         wait_healthy(url, server, log)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+            requested: list[str] = []  # every URL either context asks for: nothing may leave 127.0.0.1
             try:
                 # / opens Live run at its own address ...
-                home = browser.new_page(viewport=VIEWPORT)
+                first = browser.new_context(viewport=VIEWPORT)
+                first.on("request", lambda request: requested.append(request.url))
+                home = first.new_page()
                 home.goto(url)
                 home.get_by_role("button", name="Start").wait_for(timeout=120_000)
                 assert home.url == f"{url}/live" and home.get_by_text("Page not found").count() == 0
                 home.close()
                 # ... and a new session opened straight at that address finds the page
-                page = browser.new_context(viewport=VIEWPORT).new_page()
+                second = browser.new_context(viewport=VIEWPORT)
+                second.on("request", lambda request: requested.append(request.url))
+                page = second.new_page()
                 page.goto(f"{url}/live")
                 start = page.get_by_role("button", name="Start")
                 start.wait_for(timeout=120_000)
@@ -148,6 +172,22 @@ def test_live_run_at_laptop_width_shows_every_engine_against_ar_with_no_number_c
                 errors = page.locator('[data-testid="stAlertContentError"]')
                 assert errors.count() == 0, errors.all_inner_texts()
                 assert shot.stat().st_size > 50_000
+                assert page.evaluate(SCROLLS_SIDEWAYS) == []
+
+                # the shareable report of the same run: its tables fit 1280 px as well
+                from workloads.report.html import build_report
+
+                report = tmp_path / "report.html"
+                run_dirs = sorted({p.parent for p in (tmp_path / "runs").rglob("run.json")})
+                report.write_text(build_report(run_dirs, report))
+                sheet = browser.new_context(viewport=VIEWPORT)
+                sheet.on("request", lambda request: requested.append(request.url))
+                paper = sheet.new_page()
+                paper.goto(report.as_uri())
+                assert paper.evaluate(REPORT_SCROLLS) == []
+
+                away = [u for u in requested if not u.startswith(LOCAL_SCHEMES) and urlsplit(u).hostname != "127.0.0.1"]
+                assert requested and away == [], away
             finally:
                 browser.close()
     finally:
@@ -157,3 +197,6 @@ def test_live_run_at_laptop_width_shows_every_engine_against_ar_with_no_number_c
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+    # what the terminal showed over a default run: no line a user would read as something wrong
+    warned = [line for line in log.read_text().splitlines() if WARNING_LINE.search(line)]
+    assert warned == [], "\n".join(warned[:20])

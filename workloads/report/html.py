@@ -66,7 +66,9 @@ PAGE_STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:1200px;margin:auto;padding:0 16px;color:#222}"
     "table{border-collapse:collapse;font-size:13px;margin:8px 0}"
     ".wide{overflow-x:auto}th,td{border-bottom:1px solid #ddd;padding:4px 6px;text-align:right;white-space:nowrap}"
-    "th{background:#f4f4f4}td.t,th.t{text-align:left}.dot{font-size:16px;line-height:0}"
+    # headers wrap (TTFT / p50 / (ms)) and so may run names: a 1280 px screen shows every key column unscrolled
+    "th{background:#f4f4f4;white-space:normal;vertical-align:bottom;min-width:3.5em}td.t{white-space:normal}"
+    "td.t,th.t{text-align:left}.dot{font-size:16px;line-height:0}"
     "summary{cursor:pointer;font-weight:600;margin:6px 0}"
     "p.note,dd{color:#555;font-size:13px}dt{font-weight:600;font-size:13px}dd{margin:0 0 4px 16px}"
 )
