@@ -33,7 +33,8 @@ class PoisonedRow:
     def __call__(self, stores, input_ids, num_tokens, *rest, **named):
         ids, start = input_ids.tolist(), 0
         for store, n in zip(stores, num_tokens, strict=True):
-            if POISON in ids[start : start + n]:
+            # its prompt's first chunk (an empty cache): a sampled row may well draw the same token id later
+            if store.length == 0 and POISON in ids[start : start + n]:
                 with self._lock:
                     self.stores.add(id(store))
             start += n

@@ -63,8 +63,12 @@ def test_a_run_whose_requests_do_not_add_up_raises():
     ended.fail(RequestStatus.CANCELLED, "stopped")
     result = SimpleNamespace(run_id="r1", requests=(ended, Request("b", [1])))  # "b" never ended
     result.counts = lambda: RunResult.counts(result)
+    engine_balanced = SimpleNamespace(accounting_problems=lambda: [])
     with pytest.raises(AccountingError, match="2 submitted"):
-        check_accounting(result, eng=None)
+        check_accounting(result, eng=engine_balanced)
     balanced = SimpleNamespace(run_id="r2", requests=(ended,))
     balanced.counts = lambda: RunResult.counts(balanced)
-    check_accounting(balanced, None)  # every request ended: no error
+    check_accounting(balanced, engine_balanced)  # every request ended: no error
+    engine_off = SimpleNamespace(accounting_problems=lambda: ["ar engine accounting does not balance"])
+    with pytest.raises(AccountingError, match="ar engine accounting does not balance"):
+        check_accounting(balanced, engine_off)  # the engine's own counters are checked too
