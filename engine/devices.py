@@ -55,12 +55,35 @@ def keep_for_current_stream(*tensors: torch.Tensor | None, backend: Any = None) 
             tensor.record_stream(backend.current_stream(tensor.device))
 
 
+# CUDA stream priorities (lower is more urgent): decoding and verification are what a waiting user's next token
+# needs, so a 512-token prefill chunk queued on the prefill lane's stream does not hold their kernels back
+HIGH_PRIORITY = -1
+LANE_PRIORITY = {"prefill": 0, "decode": HIGH_PRIORITY, "verify": HIGH_PRIORITY, "loop": HIGH_PRIORITY}
+
+
+def cuda_problem(device: str, backend: Any = None) -> str | None:
+    """Why ``device`` (``cuda`` or ``cuda:N``) cannot be used here, or ``None`` when it can."""
+    backend = backend if backend is not None else torch.cuda
+    if torch.version.cuda is None and backend is torch.cuda:
+        return f"this torch ({torch.__version__}) is built without CUDA"
+    if not backend.is_available():
+        return "torch sees no CUDA device (driver, CUDA_VISIBLE_DEVICES?)"
+    index = torch.device(device).index
+    count = backend.device_count()
+    if index is not None and index >= count:
+        return f"{device} asked for, {count} CUDA device(s) visible"
+    return None
+
+
 class LaneStream:
-    def __init__(self, device: torch.device, backend: Any = None) -> None:
+    """One lane's CUDA stream (at the lane's priority, ``LANE_PRIORITY``); nothing on the CPU."""
+
+    def __init__(self, device: torch.device, backend: Any = None, lane: str = "") -> None:
         self.device = device
         self._cuda = device.type == "cuda"
         self._backend = backend if backend is not None else (torch.cuda if self._cuda else None)
-        self.stream = self._backend.Stream(device=device) if self._cuda else None
+        self.priority = LANE_PRIORITY.get(lane, 0)
+        self.stream = self._backend.Stream(device=device, priority=self.priority) if self._cuda else None
 
     @contextmanager
     def activate(self) -> Iterator[None]:

@@ -20,6 +20,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from engine.devices import cuda_problem
 from engine.models.cpu_linear import chosen_backend, cpu_has_bfloat16
 from engine.models.gguf_cache import ProgressFn, no_progress
 from engine.models.presets import DEFAULT_PRESET, preset_paths
@@ -95,9 +96,11 @@ def resolve_device(device: str) -> torch.device:
         raise ModelLoadError(f"device must be auto, cpu or cuda[:N], got {device!r}")
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        log.warning("device %s requested but CUDA is not available; running on the CPU", device)
-        return torch.device("cpu")
+    if device.startswith("cuda"):
+        # no silent fallback to the CPU: a run asked for on a GPU and measured on a CPU would be mislabelled
+        problem = cuda_problem(device)
+        if problem is not None:
+            raise ModelLoadError(f"--device {device}: CUDA is not usable: {problem}; use --device cpu or auto")
     return torch.device(device)
 
 

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import torch
+
 PRIORITY = ("decode", "verify", "prefill")
 STARVATION_S = 0.5  # about two decode steps of the default pair on a 2-core CPU
 
@@ -80,13 +82,24 @@ class LaneArbiter:
                 self._cond.notify_all()
 
 
+def _in_inference_mode(target: Callable[[], None]) -> Callable[[], None]:
+    """``target`` run under ``torch.inference_mode`` for the thread's whole life: every tensor a lane makes
+    (sampling rows, draft blocks, indices), not only the model's forward, skips autograd's bookkeeping."""
+
+    def run() -> None:
+        with torch.inference_mode():
+            target()
+
+    return run
+
+
 class Lane:
     """A named worker thread with a busy-time meter; the thread is named ``<engine>-<lane>`` (``pd-prefill``)."""
 
     def __init__(self, name: str, target: Callable[[], None], engine: str) -> None:
         self.name = name
         self.busy_s = 0.0  # cumulative seconds spent working
-        self.thread = threading.Thread(target=target, name=f"{engine}-{name}", daemon=True)
+        self.thread = threading.Thread(target=_in_inference_mode(target), name=f"{engine}-{name}", daemon=True)
 
     @contextmanager
     def busy(self) -> Iterator[None]:

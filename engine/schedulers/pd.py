@@ -31,7 +31,7 @@ class PDEngine(Engine):
         auto = len(self.lane_names) if self.pair.device.type == "cuda" else 1
         slots = auto if self.config.concurrent_lanes is None else self.config.concurrent_lanes
         self.arbiter = LaneArbiter(slots, self.config.verify_promote_margin, self._backlog)
-        self.streams = {name: LaneStream(self.pair.device) for name in self.lane_names}
+        self.streams = {name: LaneStream(self.pair.device, lane=name) for name in self.lane_names}
         self._prefilling: list[Sequence] = []  # owned by the prefill lane
         self._handoff: queue.SimpleQueue[Sequence] = queue.SimpleQueue()  # prefill -> decode
         self._running: list[Sequence] = []  # owned by the decode lane

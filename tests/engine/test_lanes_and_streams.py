@@ -72,8 +72,8 @@ class FakeEvent:
 
 
 class FakeStream:
-    def __init__(self, log, name):
-        self.log, self.name = log, name
+    def __init__(self, log, name, priority=0):
+        self.log, self.name, self.priority = log, name, priority
 
     def wait_event(self, event):
         self.log.append(("wait", self.name, event.recorded_on.name))
@@ -83,9 +83,9 @@ class FakeCuda:
     def __init__(self):
         self.log, self.current, self.made = [], None, 0
 
-    def Stream(self, device):  # noqa: N802 - mirrors torch.cuda.Stream
+    def Stream(self, device, priority=0):  # noqa: N802 - mirrors torch.cuda.Stream
         self.made += 1
-        return FakeStream(self.log, f"s{self.made}")
+        return FakeStream(self.log, f"s{self.made}", priority)
 
     def Event(self):  # noqa: N802
         return FakeEvent(self.log)
@@ -159,8 +159,7 @@ def test_a_tensor_dropped_by_a_lane_is_kept_for_that_lanes_stream():
     assert handed.streams == ["s1", "s2"]
 
 
-def test_pdv_marks_its_draft_blocks_after_verification_and_every_kv_store_at_release(tiny_pair, monkeypatch):
-    from engine import sequence
+def test_pdv_marks_its_draft_blocks_after_verification_and_returns_every_kv_block(tiny_pair, monkeypatch):
     from engine.config import ControllerConfig, EngineConfig, SamplingParams
     from engine.request import Request
     from engine.schedulers import pdv
@@ -171,8 +170,8 @@ def test_pdv_marks_its_draft_blocks_after_verification_and_every_kv_store_at_rel
     def recording(*tensors, backend=None):
         kept.append(tensors)
 
-    for module in (pdv, sequence):
-        monkeypatch.setattr(module, "keep_for_current_stream", recording)
+    monkeypatch.setattr(pdv, "keep_for_current_stream", recording)
+    free = (tiny_pair.verifier.pool.free_blocks, tiny_pair.draft.pool.free_blocks)
     from tests.support.pdv_modes import count_modes
 
     eng = make_engine(
@@ -186,6 +185,13 @@ def test_pdv_marks_its_draft_blocks_after_verification_and_every_kv_store_at_rel
     assert all(r.done.wait(60) for r in reqs)
     eng.stop()
     blocks = [t for t in kept if len(t) == 5]  # DraftBlock.tensors(): tokens, probs and the sampling rows
-    caches = [t for t in kept if len(t) == 2 and None not in t]  # a KV store's keys and values, at release
     assert len(blocks) == modes.pipelined_blocks > 0
-    assert len(caches) == 2 * len(reqs)  # verifier and draft store of every request
+    # every request's verifier and draft store went back to its pool (fenced on CUDA: tests/engine/test_devices.py)
+    assert (tiny_pair.verifier.pool.free_blocks, tiny_pair.draft.pool.free_blocks) == free
+
+
+def test_decode_and_verify_streams_outrank_the_prefill_stream():
+    cuda = FakeCuda()
+    lanes = ("prefill", "decode", "verify")
+    streams = {lane: LaneStream(torch.device("cuda"), backend=cuda, lane=lane) for lane in lanes}
+    assert streams["decode"].stream.priority == streams["verify"].stream.priority < streams["prefill"].stream.priority
