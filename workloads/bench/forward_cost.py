@@ -146,14 +146,42 @@ def append_csv(path: Path, rows: list[dict]) -> None:
         writer.writerows(rows)
 
 
+def render(path: Path) -> str:
+    """A markdown table of ``path``: the median over rounds of each figure, before and after."""
+    values: dict[tuple, list[float]] = {}
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            key = (row["preset"], int(row["rows"]), int(row["tokens"]), row["metric"], row["label"])
+            values.setdefault(key, []).append(float(row["value"]))
+    rounds = max(len(v) for v in values.values())
+    lines = [
+        f"Medians of {rounds} rounds.",
+        "",
+        "| preset | rows | new tokens per row | figure | before | after |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for preset, rows, tokens, metric in sorted({k[:4] for k in values}, key=lambda k: (k[0] != "tiny", k)):
+        before = values.get((preset, rows, tokens, metric, "before"))
+        after = values.get((preset, rows, tokens, metric, "after"))
+        cells = [f"{statistics.median(v):g}" if v else "–" for v in (before, after)]
+        lines.append(f"| {preset} | {rows or '–'} | {tokens} | {metric} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m workloads.bench.forward_cost", description=__doc__.split("\n\n")[0])
-    p.add_argument("--label", required=True, help="what this measures, e.g. before or after (a CSV column)")
-    p.add_argument("--out", required=True, type=Path, help="CSV to append the rows to")
+    p.add_argument("--render", type=Path, help="print the markdown table of this CSV and measure nothing")
+    p.add_argument("--label", help="what this measures, e.g. before or after (a CSV column)")
+    p.add_argument("--out", type=Path, help="CSV to append the rows to")
     p.add_argument("--tiny", action="store_true", help="operators per layer and forward time, tiny preset")
     p.add_argument("--smol", action="store_true", help="the smol verifier step against matmul and read rates")
     p.add_argument("--round", type=int, default=0, help="the round this call is (a CSV column; rounds interleave)")
     args = p.parse_args(argv)
+    if args.render:
+        print(render(args.render))
+        return
+    if not (args.label and args.out):
+        p.error("--label and --out are needed to measure")
     if not (args.tiny or args.smol):
         p.error("choose --tiny, --smol or both")
     rows = tiny_rows(args.label, args.round) if args.tiny else []
