@@ -57,6 +57,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_model_args(prof)
     add_engine_args(prof)
+    gpu = sub.add_parser(
+        "gpu-check",
+        help="smoke-test a GPU: losslessness in float32, bfloat16 divergence, host waits, memory (one report)",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    gpu.add_argument("--device", default="cuda", help="the CUDA device to check")
+    gpu.add_argument("--preset", default=None, help="model pair preset (default: smol)")
+    gpu.add_argument("--out", default="runs/gpu-check.json", help="the report file")
     srv = sub.add_parser(
         "serve",
         help="serve one engine with an OpenAI-compatible API (/v1/completions, ...)",
@@ -142,6 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "profile":
             print(profile(args))
+            return 0
+        if args.command == "gpu-check":
+            from pathlib import Path
+
+            from engine.gpu_check import run as gpu_check
+
+            gpu_check(args.device, args.preset, Path(args.out))
+            print(f"gpu-check: report written to {args.out}")
             return 0
         if args.command == "serve":
             from engine.serve.address import check_address

@@ -112,3 +112,13 @@ def test_growing_the_pool_on_cuda_synchronizes_first():
     pool = _cuda_pool(cuda)
     KVStore(pool, 16 * (pool.num_blocks + 1))
     assert cuda.log == ["synchronize"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine where CUDA is not usable")
+def test_gpu_check_without_cuda_exits_2_with_one_line():
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "gpu-check"], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: gpu-check: CUDA is not usable"), done.stderr

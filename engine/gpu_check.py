@@ -1,0 +1,145 @@
+"""``python -m engine gpu-check``: the smoke test for a first GPU, written into one JSON report.
+
+What it checks, each section measured on the GPU it runs on (none of it has run
+on a GPU yet: this machine has none, and there the command fails with one
+line before loading anything):
+
+* the device, its compute capability, torch's CUDA version and the dtypes used;
+* NVML's counters for the device (``metrics.device.open_probe``: what it reads, or why not);
+* float32 losslessness: every engine's greedy outputs against AR's, token for token;
+* bfloat16 divergence: AR in bfloat16 against AR in float32, the share of
+  requests whose outputs differ, and for each the first differing position with
+  the float32 verifier's top-2 logit gap there (a small gap is a near-tie that
+  rounding may flip; a large one is a bug);
+* host waits per decode step: ``torch.cuda.set_sync_debug_mode("warn")`` while
+  AR and Baseline serve the prompts, warnings counted per verify step;
+* peak memory per engine (PyTorch's allocated and reserved), with the cache
+  emptied and the peak statistics reset between engines.
+
+Not in it yet: a profile of whether draft and verify kernels overlap (run
+``torch.profiler`` around a PDV replay by hand).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import torch
+
+from engine.config import ENGINES, EngineConfig, SamplingParams
+from engine.devices import cuda_problem
+
+PROMPTS = (
+    "Explain speculative decoding in two sentences.",
+    "Write a haiku about a GPU.",
+    "List three prime numbers and say why they are prime.",
+    "What is the capital of France?",
+    "Summarise the plot of a story about a lighthouse keeper.",
+    "Translate 'good morning' into Spanish and German.",
+    "Give one tip for writing readable Python.",
+    "Why is the sky blue?",
+)
+MAX_NEW_TOKENS = 48
+
+
+def _outputs(pair, engine: str, config: EngineConfig) -> tuple[list[list[int]], int]:
+    """Greedy outputs of ``engine`` on the prompts, and its verify steps."""
+    from engine.request import Request
+    from engine.schedulers.registry import make_engine
+
+    requests = [
+        Request(f"g{i}", pair.encode_prompt(p), SamplingParams(max_new_tokens=MAX_NEW_TOKENS))
+        for i, p in enumerate(PROMPTS)
+    ]
+    eng = make_engine(engine, pair, config)
+    try:
+        eng.generate(requests, timeout=600)
+    finally:
+        eng.stop()
+    return [r.output_token_ids for r in requests], sum(len(r.steps) for r in requests)
+
+
+def _top2_gap(pair, prompt_ids: list[int], prefix: list[int]) -> float:
+    """The float32 verifier's gap between its two largest logits after ``prompt + prefix``."""
+    with torch.inference_mode():
+        model = pair.verifier.model
+        model.set_attn_implementation("sdpa")
+        try:
+            logits = model(torch.tensor([prompt_ids + prefix], device=pair.device)).logits[0, -1].float()
+        finally:
+            from engine.kv import ATTN_IMPLEMENTATION
+
+            model.set_attn_implementation(ATTN_IMPLEMENTATION)
+    top = logits.topk(2).values
+    return float(top[0] - top[1])
+
+
+def run(device: str, preset: str | None, out: Path) -> dict:
+    """Every check on ``device``; writes the report to ``out`` and returns it. Raises if CUDA is not usable."""
+    from engine.models.pair import load_model_pair
+
+    problem = cuda_problem(device)
+    if problem is not None:
+        raise RuntimeError(f"gpu-check: CUDA is not usable: {problem}")
+    torch.cuda.set_sync_debug_mode(0)
+    report: dict = {"device": device, "torch": torch.__version__, "cuda": torch.version.cuda}
+    index = torch.device(device).index or 0
+    report["name"] = torch.cuda.get_device_name(index)
+    report["capability"] = list(torch.cuda.get_device_capability(index))
+
+    from metrics.device import open_probe
+
+    probe = open_probe(device)
+    report["nvml"] = {"info": str(probe.info), "sample": str(probe.sample())}
+    probe.close()
+
+    config = EngineConfig()
+    f32 = load_model_pair(preset, device=device, dtype="float32")
+    reference, _ = _outputs(f32, "ar", config)
+    lossless, memory = {}, {}
+    for engine in ENGINES:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(index)
+        outputs, _ = _outputs(f32, engine, config)
+        lossless[engine] = sum(o == r for o, r in zip(outputs, reference, strict=True)) / len(PROMPTS)
+        memory[engine] = {
+            "peak_allocated_mb": torch.cuda.max_memory_allocated(index) / 2**20,
+            "peak_reserved_mb": torch.cuda.max_memory_reserved(index) / 2**20,
+        }
+    report["float32_identical_to_ar"] = lossless  # share of prompts, per engine; 1.0 is lossless
+    report["peak_memory_float32"] = memory
+
+    waits = {}
+    for engine in ("ar", "baseline"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                _, steps = _outputs(f32, engine, config)
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+        syncs = sum("synchroniz" in str(w.message) for w in caught)
+        waits[engine] = {"syncs": syncs, "verify_steps": steps, "per_step": syncs / max(steps, 1)}
+    report["host_waits"] = waits
+
+    del f32
+    torch.cuda.empty_cache()
+    bf16 = load_model_pair(preset, device=device, dtype="bfloat16")
+    outputs, _ = _outputs(bf16, "ar", config)
+    del bf16
+    f32 = load_model_pair(preset, device=device, dtype="float32")
+    divergences = []
+    for prompt, got, want in zip(PROMPTS, outputs, reference, strict=True):
+        if got == want:
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+        gap = _top2_gap(f32, f32.encode_prompt(prompt), want[:at])
+        divergences.append({"prompt": prompt, "first_divergence": at, "float32_top2_logit_gap": gap})
+    report["bfloat16_divergence_rate"] = len(divergences) / len(PROMPTS)
+    report["bfloat16_divergences"] = divergences
+    report["not_checked"] = ["whether draft and verify kernels overlap (no profile in this command yet)"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    return report
