@@ -152,16 +152,22 @@ class NvmlProbe:
 
     def sample(self) -> DeviceSample:
         cpu, rss = self._host.read()
+        # one counter at a time: under MIG utilisation is "not supported" while memory still reads, and one
+        # failing counter must not blank the others
+        util = used = total = None
         with self._lock:
             try:
                 util = self._api.sm_util(self._handle)
+            except self._api.error_type as exc:
+                self._warn_once(exc)
+            try:
                 used, total = self._api.memory(self._handle)
             except self._api.error_type as exc:
                 self._warn_once(exc)
-                return DeviceSample(None, None, None, None, None, cpu, rss)
-            gpm = self._gpm_or_off()
-        mem_util = 100.0 * used / total if total > 0 else None
-        return DeviceSample(util, mem_util, used / MIB, gpm.sm_occupancy, gpm.dram_bw_util, cpu, rss)
+            gpm = self._gpm_or_off() if used is not None or util is not None else GpmReading(None, None)
+        mem_util = 100.0 * used / total if used is not None and total else None
+        mem_mb = used / MIB if used is not None else None
+        return DeviceSample(util, mem_util, mem_mb, gpm.sm_occupancy, gpm.dram_bw_util, cpu, rss)
 
     def close(self) -> None:
         with self._lock:

@@ -227,3 +227,18 @@ def test_a_cgroup_cpu_quota_caps_the_cores_this_process_may_use(monkeypatch, tmp
     assert host_probe._usable_cores(cpu_max) == 64
     cpu_max.write_text("garbage")
     assert host_probe._usable_cores(cpu_max) == 64
+
+
+def test_utilisation_not_supported_under_mig_leaves_memory_read(caplog):
+    nvml = fake_nvml(gpm=False)
+    probe = open_probe("cuda:0", nvml=nvml)
+
+    def not_supported(handle):
+        raise nvml.NVMLError("Not Supported")
+
+    nvml.nvmlDeviceGetUtilizationRates = not_supported
+    with caplog.at_level(logging.WARNING, logger="metrics.device"):
+        s = probe.sample()
+    assert s.gpu_util is None
+    assert s.gpu_mem_used_mb == pytest.approx(3 * 1024) and s.gpu_mem_util == pytest.approx(25.0)
+    probe.close()
