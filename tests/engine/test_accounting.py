@@ -111,7 +111,10 @@ def test_a_failing_forward_fails_its_requests_and_the_engine_keeps_serving(tiny_
 
 @pytest.mark.parametrize("engine", ["baseline", "pdv"])
 def test_the_controller_sees_every_rejection_the_requests_record(tiny_pair, engine):
-    eng = make_engine(engine, tiny_pair, EngineConfig())
+    # the draft model at a fixed L: rejections every run (the cost controller, reading this machine's measured
+    # costs, may choose not to speculate at all)
+    config = EngineConfig(controller=ControllerConfig(kind="fixed"), drafter="model")
+    eng = make_engine(engine, tiny_pair, config)
     seen = []
     observe = eng.controller.observe
     eng.controller.observe = lambda obs: (seen.append(obs), observe(obs))
