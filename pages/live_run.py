@@ -70,9 +70,9 @@ def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: RatioInterval | No
     if run.result is not None and run.result.engine_error:
         st.error(f"The {label} engine crashed: {run.result.engine_error}")
     s = run.summary
-    # three headline figures; every other one is in the summary table above, engine beside engine
-    a, b, c = st.columns(3)
-    a.metric(
+    # three headline figures; every other one is in the summary table above, engine beside engine. tok/s has
+    # the panel's width to itself: its × AR with the rounds' min–max does not fit a third of a panel on a laptop
+    st.metric(
         "tok/s",
         tables.fmt(s.output_tok_s if s else None, digits=1),
         help="Output tokens of finished requests / time from the run's start to the latest finish, as in the "
@@ -83,6 +83,7 @@ def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: RatioInterval | No
         delta_color="off",
         delta_arrow="off",  # a ratio, not a change: 0.96× is not "up"
     )
+    b, c = st.columns(2)
     b.metric("acceptance", tables.fmt(s.acceptance_rate if s else None, digits=2), help="accepted / drafted")
     c.metric("TPOT p50 (ms)", tables.fmt(s.tpot_p50_ms if s else None, digits=1), help="time per output token")
     st.plotly_chart(figures.queue_depths(ts, run.engine), key=f"live.chart.queue.{run.engine}")

@@ -5,11 +5,12 @@ Starts the server on a free port with a temporary runs directory, checks that
 ``/live`` finds it, presses Start on Live run with the default settings – AR,
 Baseline, PD and PDV – waits for the run to finish, and checks that every
 engine's panel is there, that no metric's value is cut off at a laptop's
-width, that each engine's speed-up against AR is shown, and that no error is
-shown; that no dataframe there, and no table of the run's HTML report, needs a
-horizontal scroll at that width; that Chromium requested nothing outside
-127.0.0.1 (the page icon and fonts come from the package); and that the
-server's terminal output over the whole run holds no warning line.
+width, that each engine's speed-up against AR is shown with the rounds'
+min–max, and that no error is shown; that no dataframe there, and no table of
+the run's HTML report, needs a horizontal scroll at that width; that Chromium
+requested nothing outside 127.0.0.1 (the page icon and fonts come from the
+package); and that the server's terminal output over the whole run holds no
+warning line.
 The screenshot goes to a temporary directory, or – with ``PDV_SCREENSHOT=1`` –
 to ``docs/screenshot.png`` (the README's), taken on the default preset unless
 ``PDV_SCREENSHOT_PRESET`` names another.
@@ -68,6 +69,8 @@ SCROLLS_SIDEWAYS = """() => [...document.querySelectorAll('[data-testid="stDataF
 # the HTML report's tables sit in .wide boxes that scroll sideways when a table does not fit
 REPORT_SCROLLS = """() => [...document.querySelectorAll('.wide')].filter(e => e.scrollWidth > e.clientWidth + 1)
     .map(e => `${e.innerText.slice(0, 60)} (${e.scrollWidth} > ${e.clientWidth} px)`)"""
+# a tile's tokens/s against AR: the median over rounds, then the rounds' min–max
+TIMES_AR = re.compile(r"\d+\.\d\d× AR \(\d+\.\d\d–\d+\.\d\d\)")
 LOCAL_SCHEMES = ("data:", "blob:", "about:", "file:")
 # a line a user would read as something wrong: a logged WARNING/ERROR or a Python warning (FutureWarning, ...)
 WARNING_LINE = re.compile(r"\b(WARNING|ERROR)\b|\w+Warning:")
@@ -163,11 +166,12 @@ def test_live_run_at_laptop_width_shows_every_engine_against_ar_with_no_number_c
                 assert len(values) == 3 * len(ENGINE_LABELS) and "—" not in values[::3]  # tok/s of every engine
                 assert page.evaluate(CUT_OFF) == []
                 deltas = page.locator('[data-testid="stMetricDelta"]').all_inner_texts()
-                assert len(deltas) == len(ENGINE_LABELS) and all(d.endswith("× AR") for d in deltas), deltas
-                assert deltas[0] == "1.00× AR"
+                # each engine's median × AR over the rounds with the rounds' min–max, whole on its tile
+                assert len(deltas) == len(ENGINE_LABELS) and all(TIMES_AR.fullmatch(d) for d in deltas), deltas
+                assert deltas[0] == "1.00× AR (1.00–1.00)"
                 table = page.locator('[data-testid="stTable"]').first
                 row = table.locator("tr", has_text="tok/s × AR").first.locator("td").all_inner_texts()
-                assert row[0] == "1.00×" and len(row) == len(ENGINE_LABELS) and all(v.endswith("×") for v in row)
+                assert row == [d.replace("× AR", "×") for d in deltas], row
                 assert page.locator('[data-testid="stException"]').count() == 0
                 errors = page.locator('[data-testid="stAlertContentError"]')
                 assert errors.count() == 0, errors.all_inner_texts()
