@@ -32,7 +32,7 @@ BASE = ["replay", "--preset", "tiny", "--device", "cpu", "--dataset", "synthetic
         (["--draft-len", "99"], "draft length"),
         (["--draft-confidence", "1.5"], "draft confidence must be in (0, 1)"),
         (["--target-decode-p95-ms", "-1"], "target decode p95 must be > 0 ms"),
-        (["--top-k", "-2"], "top_k"),
+        (["--top-k", "-2"], "--top-k must be >= 1"),
         (["--temperature", "-1"], "temperature"),
         (["--ttft-slo-ms", "-5"], "TTFT SLO"),
         (["--sample-hz", "1"], "sample rate must be a finite number >= 2 Hz"),

@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from engine.__main__ import _parser
+from metrics.schema import RUN_FILES
 from tests.support import ROOT as ROOT_DIR
 from tests.support.serve import served
 
@@ -72,7 +73,7 @@ def test_the_key_appears_in_no_log_no_output_and_no_run_file(tmp_path, capsys):
     printed = ready + proc.stdout.read() + log.read_text() + replay_output.out + replay_output.err
     assert KEY not in printed
     files = list(out.iterdir())
-    assert len(files) == 5 and not any(KEY in f.read_text() for f in files)
+    assert sorted(f.name for f in files) == sorted(RUN_FILES) and not any(KEY in f.read_text() for f in files)
 
 
 # calls through which a request's text could reach the file system, a shell or the interpreter
