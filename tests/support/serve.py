@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from engine.config import EngineConfig, SamplingParams
 from engine.models.pair import ModelPair
+from engine.profiling import prepare_profile
 from engine.request import Request
 from engine.schedulers.base import Engine
 from engine.schedulers.registry import make_engine
@@ -30,7 +31,10 @@ class Served:
 
 
 def served(pair: ModelPair, engine: str = "baseline", api_key: str | None = None, **config) -> Served:
-    eng = make_engine(engine, pair, EngineConfig(**config))
+    """An app over a fresh ``engine`` on ``pair``, its step-cost profile read or measured first as ``serve`` does."""
+    engine_config = EngineConfig(**config)
+    prepare_profile(pair, engine_config, engine=engine)
+    eng = make_engine(engine, pair, engine_config)
     result = Served(build_app(eng, pair, MODEL, api_key=api_key), eng)
     submit = eng.submit
 
@@ -44,6 +48,7 @@ def served(pair: ModelPair, engine: str = "baseline", api_key: str | None = None
 
 def in_process_greedy(pair: ModelPair, prompt_ids: list[int], max_tokens: int, engine: str = "ar") -> list[int]:
     """The token ids the engine gives in-process, greedy, for the same prompt."""
+    prepare_profile(pair, EngineConfig(), engine=engine)
     eng = make_engine(engine, pair)
     try:
         params = SamplingParams(temperature=0.0, max_new_tokens=max_tokens)

@@ -1,4 +1,4 @@
-"""End to end on real engines: ``python -m workloads replay`` on the tiny preset writes the five files."""
+"""End to end on real engines: ``python -m workloads replay`` on the tiny preset writes every run file."""
 
 from __future__ import annotations
 
@@ -6,11 +6,20 @@ import csv
 import json
 
 from metrics.runs import list_run_dirs, load_run_dir
-from metrics.schema import OUTPUT_FIELDS, REQUEST_COLUMNS, RUN_FILES, SUMMARY_COLUMNS, TIMESERIES_COLUMNS
+from metrics.schema import (
+    OUTPUT_FIELDS,
+    REQUEST_COLUMNS,
+    ROUND_COLUMNS,
+    RUN_FILES,
+    SUMMARY_COLUMNS,
+    TIMESERIES_COLUMNS,
+)
 from workloads.__main__ import main
+from workloads.drivers.rounds import DEFAULT_ROUNDS
 
 ENGINES = ("ar", "baseline", "pd", "pdv")
 N = 20
+ROUNDS = DEFAULT_ROUNDS  # the run gives no --rounds: every engine replays the trace this many times
 
 
 def header(path) -> tuple[str, ...]:
@@ -37,22 +46,24 @@ def test_replay_on_tiny_writes_all_files_and_accounts_for_every_request(tmp_path
     assert header(out / "requests.csv") == REQUEST_COLUMNS
     assert header(out / "timeseries.csv") == TIMESERIES_COLUMNS
     assert header(out / "summary.csv") == SUMMARY_COLUMNS
+    assert header(out / "rounds.csv") == ROUND_COLUMNS
     first_output = json.loads((out / "outputs.jsonl").read_text().splitlines()[0])
     assert tuple(first_output) == OUTPUT_FIELDS
 
     run = load_run_dir(out)
     summary, requests, series = run.frames.summary, run.frames.requests, run.frames.timeseries
     assert list(summary["engine"]) == list(ENGINES)
-    assert (summary["num_requests"] == N).all()
-    assert (summary["completed"] == N).all() and (summary["failed"] == 0).all()
-    assert requests.groupby("engine").size().to_dict() == dict.fromkeys(ENGINES, N)
+    assert (summary["rounds"] == ROUNDS).all() and (summary["num_requests"] == ROUNDS * N).all()
+    assert (summary["completed"] == ROUNDS * N).all() and (summary["failed"] == 0).all()
+    per_round = requests.groupby(["engine", "round"]).size().to_dict()
+    assert per_round == {(e, r): N for e in ENGINES for r in range(1, ROUNDS + 1)}
     assert set(requests["status"]) == {"ok"}
     assert (summary["goodput_req_s"] > 0).all()
     assert (requests["ttft_ms"] > 0).all() and (requests["output_tokens"] >= 1).all()
     # lanes an engine lacks are empty, not zero
     assert series.loc[series["engine"] != "pdv", "queue_verify"].isna().all()
     assert series.loc[series["engine"] == "baseline", "queue_decode"].isna().all()
-    assert len(run.frames.outputs) == len(ENGINES) * N
+    assert len(run.frames.outputs) == len(ENGINES) * ROUNDS * N
 
     meta = run.runs[0]
     assert meta["models"]["preset"] == "tiny" and meta["device"] == "cpu"
@@ -60,10 +71,11 @@ def test_replay_on_tiny_writes_all_files_and_accounts_for_every_request(tmp_path
     assert meta["invocation"]["seed"] == 3 and meta["trace"]["num_requests"] == N
     if meta["device_probe"]["source"] == "psutil":
         assert series["gpu_util"].isna().all() and series["gpu_mem_util"].isna().all()
-    prompts = run.frames.outputs.groupby("run_id")["prompt_token_ids"].apply(list)
-    assert all(p == prompts.iloc[0] for p in prompts), "every engine must replay the identical trace"
-    # greedy: every engine returns, request for request, the same tokens as the verifier alone (AR)
-    outputs = run.frames.outputs.set_index(["engine", "request_id"])["output_token_ids"]
+    by_round = run.frames.outputs.sort_values(["run_id", "round", "request_id"])
+    prompts = by_round.groupby("run_id")["prompt_token_ids"].apply(list)
+    assert all(p == prompts.iloc[0] for p in prompts), "every engine must replay the identical trace every round"
+    # greedy: every engine returns, round for round and request for request, the same tokens as the verifier alone
+    outputs = run.frames.outputs.set_index(["engine", "round", "request_id"])["output_token_ids"]
     reference = outputs.loc["ar"].sort_index()
     for engine in ENGINES[1:]:
         assert outputs.loc[engine].sort_index().tolist() == reference.tolist(), engine
