@@ -5,7 +5,8 @@ on a GPU yet: this machine has none, and there the command fails with one
 line before loading anything):
 
 * the device, its compute capability, torch's CUDA version and the dtypes used;
-* NVML's counters for the device (``metrics.device.open_probe``: what it reads, or why not);
+* NVML's counters for the device, as torch reads them through pynvml (each
+  counter on its own: what it reads, or why not);
 * float32 losslessness: every engine's greedy outputs against AR's, token for token;
 * bfloat16 divergence: AR in bfloat16 against AR in float32, the share of
   requests whose outputs differ, and for each the first differing position with
@@ -89,11 +90,7 @@ def run(device: str, preset: str | None, out: Path) -> dict:
     report["name"] = torch.cuda.get_device_name(index)
     report["capability"] = list(torch.cuda.get_device_capability(index))
 
-    from metrics.device import open_probe
-
-    probe = open_probe(device)
-    report["nvml"] = {"info": str(probe.info), "sample": str(probe.sample())}
-    probe.close()
+    report["nvml"] = _nvml_counters(index)
 
     config = EngineConfig()
     f32 = load_model_pair(preset, device=device, dtype="float32")
@@ -143,3 +140,25 @@ def run(device: str, preset: str | None, out: Path) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     return report
+
+
+def _nvml_counters(index: int) -> dict[str, float | str]:
+    """NVML's utilisation counters for GPU ``index`` and CUDA's free and total memory.
+
+    torch reads NVML through pynvml. Each counter is read on its own so one that
+    is unsupported (utilisation under MIG) or a missing pynvml leaves the others
+    readable; a counter that cannot be read is reported with why, not dropped.
+    """
+    readers = {
+        "sm_busy_percent": lambda: float(torch.cuda.utilization(index)),
+        "memory_busy_percent": lambda: float(torch.cuda.memory_usage(index)),
+        "memory_free_mb": lambda: torch.cuda.mem_get_info(index)[0] / 2**20,
+        "memory_total_mb": lambda: torch.cuda.mem_get_info(index)[1] / 2**20,
+    }
+    counters: dict[str, float | str] = {}
+    for name, read in readers.items():
+        try:
+            counters[name] = read()
+        except Exception as exc:  # pynvml missing or an NVML error: the report says which, per counter
+            counters[name] = f"unreadable: {type(exc).__name__}: {exc}"
+    return counters
