@@ -17,7 +17,6 @@ import logging
 import queue
 import threading
 import time
-import traceback
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
@@ -36,8 +35,8 @@ from engine.profiling.prepare import cached_profile, needs_profile
 from engine.request import Request, RequestStatus
 from engine.sampling import SamplingRows, make_generator
 from engine.schedulers.admission import kv_reservation, normalised, request_problem
-from engine.schedulers.isolation import RowState, restore, snapshot
 from engine.schedulers.lanes import Lane
+from engine.schedulers.row_failures import RowFailures
 from engine.schedulers.stats import Counters, EngineStats, LaneStats, p95_ms
 from engine.sequence import Sequence
 from engine.stages import DraftBlock, accept_block, draft_lengths, prefill_chunk, verify_block
@@ -47,7 +46,7 @@ log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.02  # how long an idle lane sleeps before re-checking for work or stop
 
 
-class Engine(ABC):
+class Engine(RowFailures, ABC):
     name: EngineName  # each engine class names itself
     speculative: bool = True
 
@@ -299,74 +298,11 @@ class Engine(ABC):
                         self._counters.end(seq.request.status)
         return running
 
-    def _isolated(self, seqs: list[Sequence], run: Callable[[list[Sequence]], list[Sequence]]) -> list[Sequence]:
-        """``run(seqs)`` (a prefill chunk or a step), failing only the rows that fail on their own.
-
-        If ``run`` raises for a batch, every row that emitted nothing in it is put back as it was and
-        run again alone (``engine.schedulers.isolation``); returns what ``run`` returns for each row.
-        """
-        before = snapshot(seqs)
-        try:
-            return run(seqs)
-        except Exception as exc:
-            return self._recover(before, exc, run)
-
-    def _recover(
-        self, before: list[RowState], exc: Exception, run: Callable[[list[Sequence]], list[Sequence]]
-    ) -> list[Sequence]:
-        """After ``exc`` in a batched call over the rows of ``before``: fail a lone row, re-run each row of a
-        larger batch alone. Returns the rows still running (those that had moved on included)."""
-        if len(before) == 1:
-            self._fail([before[0].seq], exc)
-            return []
-        log.warning(
-            "%s engine: a batch of %d failed (%s: %s); running its rows one by one",
-            self.name,
-            len(before),
-            type(exc).__name__,
-            exc,
-        )
-        again, moved_on = restore(before)
-        alive = self._retire(moved_on)
-        for seq in again:
-            try:
-                alive += run([seq])
-            except Exception as alone:
-                self._fail([seq], alone)
-        return alive
-
-    def _fail(self, seqs: list[Sequence], exc: BaseException) -> None:
-        """End ``seqs`` as failed with the error text; the engine keeps serving others."""
-        message = f"{type(exc).__name__}: {exc}"
-        log.error("%s engine: failing %d request(s): %s", self.name, len(seqs), message)
-        for seq in seqs:
-            seq.request.fail(RequestStatus.FAILED, message)
-        self._retire(seqs)
-
     def _end(self, request: Request, status: RequestStatus, error: str) -> None:
         request.fail(status, error)
         with self._lock:
             if self._live.pop(id(request), None) is not None:
                 self._counters.end(request.status)
-
-    def _guard(self, loop: Callable[[], None]) -> Callable[[], None]:
-        """Run a lane loop until stop; an unexpected error fails every live request."""
-
-        def run() -> None:
-            try:
-                while not self._stop.is_set():
-                    loop()
-            except BaseException as exc:  # a bug in a lane: make it visible, lose nothing
-                self.fatal_error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-                log.exception("%s engine lane crashed", self.name)
-                with self._lock:
-                    self._stop.set()
-                    unfinished = list(self._live.values())
-                for request in unfinished:
-                    self._end(request, RequestStatus.FAILED, f"engine crashed: {self.fatal_error}")
-                self._notify()
-
-        return run
 
     def _notify(self) -> None:
         with self._wake:
