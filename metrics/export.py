@@ -19,15 +19,12 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from metrics.host_noise import HostNoise
-from metrics.request_metrics import RequestMetrics
-from metrics.run_key import RunKey
+from metrics.run_record import Cell, RunRecord, output_object, request_rows, round_row, summary_row, timeseries_rows
 from metrics.schema import (
-    OUTPUT_FIELDS,
     OUTPUTS_JSONL,
     REQUEST_COLUMNS,
     REQUESTS_CSV,
@@ -39,15 +36,10 @@ from metrics.schema import (
     TIMESERIES_COLUMNS,
     TIMESERIES_CSV,
 )
-from metrics.summary import RunSummary
-from metrics.timeseries import TimeseriesRow
 
 log = logging.getLogger(__name__)
 
 RUN_JSON_FORMAT = "pd-verify-runs/1"
-
-Cell = str | int | float | None
-
 
 class RunFilesError(ValueError):
     """A run directory that cannot take these runs; the message names the file."""
@@ -55,88 +47,6 @@ class RunFilesError(ValueError):
 
 class ForeignRunFile(RunFilesError):
     """A run.json that is valid JSON but not a PD-Verify run file (another tool's)."""
-
-
-@dataclass(frozen=True)
-class RequestOutput:
-    """What one request produced (a line of outputs.jsonl)."""
-
-    run_id: str
-    engine: str
-    request_id: str
-    prompt: str | None
-    prompt_token_ids: tuple[int, ...]
-    output_token_ids: tuple[int, ...]
-    text: str
-    round: int = 1  # the comparison's round that produced it (1-based)
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """Everything written for one round of one run (JSON-serialisable ``meta`` and ``round_meta``).
-
-    ``meta`` is the run's run.json entry (plan, trace, models: alike in every round); ``round_meta``
-    is what only this round knows (start, duration, outcomes, stop reason), kept in the entry's
-    ``rounds`` list. ``summary`` is this round's; the run's summary over its rounds is written by
-    ``write_summary`` once the comparison at its load point ends.
-    """
-
-    key: RunKey
-    requests: tuple[RequestMetrics, ...]
-    timeseries: tuple[TimeseriesRow, ...]
-    summary: RunSummary
-    outputs: tuple[RequestOutput, ...]
-    meta: dict[str, Any] = field(default_factory=dict)
-    round: int = 1  # 1-based; a run of one round is round 1
-    round_meta: dict[str, Any] = field(default_factory=dict)
-    noise: HostNoise | None = None  # what else the machine did during this round
-
-
-# --------------------------------------------------------------------------
-# Rows (tuples in column order): shared by the CSV writer and the live frames
-# --------------------------------------------------------------------------
-
-
-def request_rows(key: RunKey, metrics: Iterable[RequestMetrics], round_: int = 1) -> list[tuple[Cell, ...]]:
-    keyed = {"run_id", "engine", "concurrency", "request_rate"}
-    return [
-        tuple(getattr(key, c) if c in keyed else round_ if c == "round" else getattr(m, c) for c in REQUEST_COLUMNS)
-        for m in metrics
-    ]
-
-
-def timeseries_rows(key: RunKey, rows: Iterable[TimeseriesRow], round_: int = 1) -> list[tuple[Cell, ...]]:
-    keyed = {"run_id", "engine", "concurrency"}
-    return [
-        tuple(getattr(key, c) if c in keyed else round_ if c == "round" else getattr(r, c) for c in TIMESERIES_COLUMNS)
-        for r in rows
-    ]
-
-
-def summary_row(summary: RunSummary | Mapping[str, Any]) -> tuple[Cell, ...]:
-    """A summary.csv row: a ``RunSummary`` (no ratios: empty cells) or a comparison row with its ratios."""
-    values = asdict(summary) if isinstance(summary, RunSummary) else summary
-    return tuple(values.get(c) for c in SUMMARY_COLUMNS)
-
-
-def round_row(record: RunRecord) -> tuple[Cell, ...]:
-    """A rounds.csv row: the round's own summary and the machine's noise during it."""
-    noise = record.noise
-    values = {
-        **asdict(record.summary),
-        "round": record.round,
-        "others_cpu_share": None if noise is None else noise.others_share,
-        "steal_share": None if noise is None else noise.steal_share,
-        "load_1m": None if noise is None else noise.load_1m,
-    }
-    return tuple(values[c] for c in ROUND_COLUMNS)
-
-
-def output_object(output: RequestOutput) -> dict[str, Any]:
-    obj = asdict(output)
-    obj["prompt_token_ids"] = list(output.prompt_token_ids)
-    obj["output_token_ids"] = list(output.output_token_ids)
-    return {name: obj[name] for name in OUTPUT_FIELDS}
 
 
 # --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from metrics.export import RunRecord, output_object, request_rows, summary_row, timeseries_rows
+from metrics.run_record import RunRecord, output_object, request_rows, summary_row, timeseries_rows
 from metrics.schema import OUTPUT_FIELDS, REQUEST_COLUMNS, SUMMARY_COLUMNS, TEXT_COLUMNS, TIMESERIES_COLUMNS
 from metrics.timeseries import TimeseriesRow
 

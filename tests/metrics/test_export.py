@@ -10,11 +10,12 @@ from dataclasses import asdict, replace
 import pandas as pd
 import pytest
 
-from metrics.export import RequestOutput, RunFilesError, RunRecord, write_run, write_summary
+from metrics.export import RunFilesError, write_run, write_summary
 from metrics.frames import cdf, live_frames, run_labels
 from metrics.host_noise import HostNoise
 from metrics.request_metrics import RequestMetrics
 from metrics.run_key import RunKey
+from metrics.run_record import RequestOutput, RunRecord
 from metrics.runs import list_run_dirs, load_run_dir
 from metrics.schema import (
     OUTPUT_FIELDS,

@@ -42,9 +42,9 @@ from engine.devices import pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
 from metrics.device import open_probe
 from metrics.device_types import DeviceProbe
-from metrics.export import RequestOutput
 from metrics.request_metrics import request_metrics
 from metrics.run_key import RunKey
+from metrics.run_record import RequestOutput
 from metrics.summary import position_acceptance, summarize
 from metrics.timeseries import TimeseriesSampler
 from workloads.datasets.sharegpt import SampledRequest

@@ -1,7 +1,7 @@
 """What one replay returns: its finished requests, everything derived from them, and why it stopped.
 
 A ``RunResult`` is immutable once ``workloads.drivers.replay.replay`` returns it.
-``RunResult.record`` is the files' view of the run (``metrics.export.RunRecord``);
+``RunResult.record`` is the files' view of the run (``metrics.run_record.RunRecord``);
 the fields it adds to run.json (arrival, status counts, stop reason, device
 probe, per-position acceptance) are spelled out here, once.
 """
@@ -18,10 +18,10 @@ from engine.request import Request, RequestStatus
 from engine.schedulers.stats import Outcomes
 from engine.suffix_tree import TreeSize
 from metrics.device_types import ProbeInfo
-from metrics.export import RequestOutput, RunRecord
 from metrics.host_noise import HostNoise
 from metrics.request_metrics import RequestMetrics
 from metrics.run_key import RunKey
+from metrics.run_record import RequestOutput, RunRecord
 from metrics.summary import PositionAcceptance, RunSummary
 from metrics.timeseries import TimeseriesRow
 from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop
