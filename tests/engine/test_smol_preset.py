@@ -9,6 +9,7 @@ import pytest
 from engine.config import ControllerConfig, EngineConfig
 from engine.models import gguf_cache, presets
 from engine.models.pair import load_model_pair
+from engine.profiling import prepare_default_profiles
 from tests.support.greedy import greedy_run_matches_verifier
 from workloads.datasets.sharegpt_file import iter_exchanges
 
@@ -17,7 +18,9 @@ from workloads.datasets.sharegpt_file import iter_exchanges
 def smol_pair():
     if not (presets.SMOL_DRAFT_DIR / "config.json").is_file():
         pytest.fail("the committed smol draft is missing from engine/assets/smol-draft")
-    return load_model_pair("smol", device="cpu")
+    pair = load_model_pair("smol", device="cpu")
+    prepare_default_profiles(pair)  # the cost controller's step costs, as every command measures first
+    return pair
 
 
 def sharegpt_prompts(n: int) -> list[str]:
