@@ -79,8 +79,21 @@ def results_frames(results: Sequence[RunResult]) -> RunFrames:
 
 
 def results_positions(results: Sequence[RunResult]) -> pd.DataFrame:
-    """Acceptance by draft position of finished runs, as the Runs page reads it from their run.json entries."""
-    return position_frame({"run_id": r.run_id, "engine": r.engine, **r.record().meta} for r in results)
+    """Acceptance by draft position of finished runs, their ended rounds pooled, as the Runs page reads it.
+
+    Each result is one round; a run's counts at a position are summed over its rounds before the rates.
+    """
+    df = position_frame(
+        {"run_id": r.run_id, "engine": r.engine, "position_acceptance": r.record().round_meta["position_acceptance"]}
+        for r in results
+    )
+    if df.empty:
+        return df
+    counts = ["drafted", "accepted", "drafts"]
+    pooled = df.groupby(["run_id", "engine", "position"], as_index=False, sort=False)[counts].sum(min_count=1)
+    pooled["rate"] = pooled["accepted"] / pooled["drafted"].where(pooled["drafted"] > 0)
+    pooled["per_draft"] = pooled["accepted"] / pooled["drafts"].where(pooled["drafts"] > 0)
+    return pooled
 
 
 def with_mean_draft_length(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:

@@ -152,6 +152,8 @@ def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_di
         assert [len(values(t["x"])) for t in traces] == [12] * 4  # 4 requests x 3 rounds, pooled
     assert [t["name"] for t in figs["live.chart.draft_len"]["data"]] == LABELS[1:]  # AR drafts nothing
     assert [t["name"] for t in figs["live.chart.acceptance"]["data"]] == LABELS[1:]
+    # acceptance by draft position: a line per speculating engine, its rounds pooled as run.json pools them
+    assert [t["name"] for t in figs["live.chart.positions"]["data"]] == LABELS[1:]
     tiles = [m for m in at.metric if m.label == "tok/s"]
     tok_s = [float(m.value.replace(",", "")) for m in tiles]
     assert len(tok_s) == 4 and all(v > 0 for v in tok_s)
