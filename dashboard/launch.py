@@ -18,8 +18,8 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.models.gguf_cache import ProgressFn
 from engine.models.pair import ModelPair
+from engine.progress import ProgressFn
 from workloads.drivers.run_state import RunState
 
 log = logging.getLogger(__name__)

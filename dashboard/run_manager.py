@@ -29,8 +29,8 @@ from dashboard.launch import Launch
 from dashboard.replay_launch import ReplayLaunch
 from dashboard.replay_spec import ReplaySpec
 from dashboard.tables import SeriesFrames
-from engine.models.gguf_cache import ProgressFn
 from engine.models.pair import ModelPair, load_model_pair
+from engine.progress import ProgressFn
 from metrics.schema import RUN_JSON
 
 

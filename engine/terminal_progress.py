@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from engine.models.gguf_cache import ProgressFn
+from engine.progress import ProgressFn
 
 
 @contextmanager

@@ -11,14 +11,9 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
-ProgressFn = Callable[[str, float], None]  # (message, fraction in [0, 1])
-
-
-def no_progress(message: str, fraction: float) -> None:
-    """A ``ProgressFn`` that reports nowhere."""
+from engine.progress import ProgressFn, no_progress
 
 
 def cache_root() -> Path:

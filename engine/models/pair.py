@@ -22,10 +22,10 @@ from transformers import (
 
 from engine.devices import cuda_problem
 from engine.models.cpu_linear import chosen_backend, cpu_has_bfloat16
-from engine.models.gguf_cache import ProgressFn, no_progress
 from engine.models.presets import DEFAULT_PRESET, preset_paths
 from engine.models.shared_draft import SharedDraftError, is_shared_draft, load_shared_draft, stored_compute_dtype
 from engine.models.tiny import tiny_models, tiny_tokenizer
+from engine.progress import ProgressFn, no_progress
 from engine.runner import ModelRunner
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.models import qwen_parts
-from engine.models.gguf_cache import ProgressFn, cached_conversion, no_progress
+from engine.models.gguf_cache import cached_conversion
+from engine.progress import ProgressFn, no_progress
 
 PRESETS = ("smol", "tiny", "qwen-coder")
 DEFAULT_PRESET = "smol"

@@ -15,7 +15,8 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.models.gguf_cache import ProgressFn, cache_is_valid, cache_root, convert_gguf, no_progress
+from engine.models.gguf_cache import cache_is_valid, cache_root, convert_gguf
+from engine.progress import ProgressFn, no_progress
 
 
 @dataclass(frozen=True)

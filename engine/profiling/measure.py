@@ -12,9 +12,9 @@ import time
 import torch
 
 from engine.devices import cpu_name
-from engine.models.gguf_cache import ProgressFn, no_progress
 from engine.models.pair import ModelPair
 from engine.profiling.cost_profile import CostProfile, ProfileShape
+from engine.progress import ProgressFn, no_progress
 from engine.runner import ModelRunner
 
 CONTEXT = 128  # tokens already in each row's cache while timing: a short chat prompt

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from engine.config import ENGINES, EngineConfig, EngineName
-from engine.models.gguf_cache import ProgressFn, no_progress
 from engine.models.pair import ModelPair
 from engine.profiling.cost_profile import CostProfile, ProfileShape
 from engine.profiling.measure import measure
 from engine.profiling.store import read_profile, write_profile
+from engine.progress import ProgressFn, no_progress
 
 
 class ProfileMissing(ValueError):
