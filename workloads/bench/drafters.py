@@ -24,7 +24,6 @@ the summary CSVs through the suite's one renderer (``workloads.bench.docs``,
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from metrics.rounds import ratio_intervals
 from workloads.bench.common import HELD_OUT, write_csv
 from workloads.bench.reference import hf_generate
-from workloads.datasets.mt_bench import MT_BENCH_QUESTIONS as MT_BENCH
+from workloads.datasets.mt_bench import questions as mt_bench_questions
 from workloads.datasets.sharegpt import SampledRequest
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.replay import replay
@@ -78,8 +77,7 @@ def run_setup(pair, setup: Setup, trace: Trace, concurrency: int, max_new: int):
 
 def mt_bench_trace(pair, per_category: int, max_new: int) -> dict[str, Trace]:
     by_category: dict[str, list[SampledRequest]] = {}
-    for line in MT_BENCH.read_text().splitlines():
-        q = json.loads(line)
+    for q in mt_bench_questions():  # interleaved by category, each category in the file's order
         group = by_category.setdefault(q["category"], [])
         if len(group) < per_category:
             group.append(SampledRequest(f"mt{q['question_id']}", q["turns"][0], max_new))
