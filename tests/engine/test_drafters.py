@@ -50,7 +50,9 @@ REPEATING = ["abcabcabcabc", "the cat and the cat and the", "1,2,3,1,2,3,1,2", "
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
 @pytest.mark.parametrize("drafter", ["ngram", "model+ngram", "suffix", "suffix+model"])
 def test_greedy_output_matches_verifier_alone_with_every_drafter(tiny_pair, engine, drafter):
-    config = EngineConfig(drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=3)
+    # a fixed L: the cost controller, reading this machine's measured costs, may choose L = 0 and never draft
+    fixed = ControllerConfig(kind="fixed", draft_len=4)
+    config = EngineConfig(drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=3, controller=fixed)
     params = SamplingParams(max_new_tokens=24, stop_token_ids=())
     requests = [Request(f"d{i}", tiny_pair.encode_prompt(p), params) for i, p in enumerate(PROMPTS + REPEATING)]
     eng = make_engine(engine, tiny_pair, config)
