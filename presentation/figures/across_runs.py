@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from presentation.figures.base import HEIGHT, groups, new_figure, place_legend, stack_widths, waiting
+from presentation.figures.base import HEIGHT, completed_with, groups, new_figure, place_legend, stack_widths, waiting
 from presentation.palette import engine_color, run_style
 
 MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star")
@@ -22,9 +22,7 @@ MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "star")
 def latency_histogram(requests: pd.DataFrame, column: str, title: str) -> go.Figure:
     """Overlaid histograms of a request column (ms), one per engine; completed requests only."""
     fig = new_figure(title, "milliseconds", "requests")
-    rows = requests.dropna(subset=[column]) if column in requests else requests.iloc[0:0]
-    if "status" in rows:
-        rows = rows[rows["status"] == "ok"]
+    rows = completed_with(requests, column)
     if rows.empty:
         return waiting(fig)
     # one set of 20 bins for every engine, so that bar heights compare across engines

@@ -124,3 +124,11 @@ def groups(df: pd.DataFrame, group: str) -> list[Group]:
         per_engine[engine] = nth + 1
         out.append(Group(name, engine, rows, run_style(engine, nth)))
     return out
+
+
+def completed_with(requests: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The completed (status ok) requests that have a value in ``column``; none when the column is absent."""
+    rows = requests.dropna(subset=[column]) if column in requests else requests.iloc[0:0]
+    if "status" in rows:
+        rows = rows[rows["status"] == "ok"]
+    return rows

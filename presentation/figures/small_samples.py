@@ -14,15 +14,13 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from presentation.figures.base import groups, new_figure, place_legend, waiting
+from presentation.figures.base import completed_with, groups, new_figure, place_legend, waiting
 
 
 def latency_points(requests: pd.DataFrame, column: str, title: str) -> go.Figure:
     """One box per engine with every completed request's ``column`` (ms) drawn as a point beside it."""
     fig = new_figure(title, "milliseconds", "")
-    rows = requests.dropna(subset=[column]) if column in requests else requests.iloc[0:0]
-    if "status" in rows:
-        rows = rows[rows["status"] == "ok"]
+    rows = completed_with(requests, column)
     if rows.empty:
         return waiting(fig)
     for name, _, g, style in groups(rows, "engine"):
