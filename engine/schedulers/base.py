@@ -158,6 +158,22 @@ class Engine(RowFailures, ABC):
             suffix_tree=self.drafter.tree_size(),
         )
 
+    def output_text(self, request: Request) -> str | None:
+        """None: an engine's output token ids are its text (a server's stream carries text of its own)."""
+        return None
+
+    def accounting_problems(self) -> list[str]:
+        """Where this engine's own counts do not add up once it has stopped: every submitted request ended once."""
+        stats = self.stats()
+        problems = [p for p in (stats.accounting_problem(),) if p]
+        if stats.unfinished:
+            problems.append(f"{stats.unfinished} request(s) still unfinished after the engine stopped")
+        return problems
+
+    def describe(self) -> dict[str, str] | None:
+        """What a run's record says about where its outputs came from beyond the engine's name: nothing here."""
+        return None
+
     def generate(self, requests: list[Request], timeout: float | None = None) -> list[Request]:
         """Submit ``requests`` and wait for all of them (starts the engine if needed)."""
         self.start()

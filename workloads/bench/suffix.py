@@ -42,7 +42,6 @@ from engine.request import Request
 from workloads.bench.drafters import HELD_OUT, MT_BENCH
 from workloads.datasets.sharegpt import SampledRequest
 from workloads.drivers.arrivals import ClosedLoop
-from workloads.drivers.engines import InProcessEngine
 from workloads.drivers.replay import replay
 from workloads.drivers.run_spec import RunHooks, RunSettings, RunSpec
 from workloads.drivers.trace import DatasetSpec, Trace, build_trace, load_trace
@@ -109,7 +108,7 @@ def run(pair, setup: str, warmup: Path, warm_prompt: list[int], trace: Trace, c:
         # the first forwards pay for lazy initialisation: a warm-up prompt pays it, not a measured one
         engine.generate([Request("warm", list(warm_prompt), SamplingParams(max_new_tokens=8))], timeout=300)
         engines.append(engine)
-        return InProcessEngine(engine)
+        return engine
 
     config = engine_config(setup, warmup)
     engine = EngineName.AR if setup == "ar" else EngineName.BASELINE

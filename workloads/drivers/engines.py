@@ -12,8 +12,8 @@ drives, so the driver never looks at which kind it has:
   (a server keeps its counts behind its ``/metrics``: none);
 * ``describe`` – what run.json records about the source (an endpoint's address), or ``None``.
 
-An in-process engine fits through ``InProcessEngine``; ``workloads.endpoint.engine.EndpointEngine``
-fits as it is.
+``engine.schedulers.base.Engine`` and ``workloads.endpoint.engine.EndpointEngine`` both implement it
+as they are (structurally: the engine does not know this protocol exists).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 from engine.config import EngineConfig
 from engine.request import Request
-from engine.schedulers.base import Engine
 from engine.schedulers.stats import EngineStats
 
 
@@ -44,46 +43,7 @@ class ReplayEngine(Protocol):
 EngineFactory = Callable[[str, Any, EngineConfig], ReplayEngine]  # (engine name or endpoint label, pair, config)
 
 
-class InProcessEngine:
-    """An engine of this process as a ``ReplayEngine``: its output is its token ids, and it keeps its own counts."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.name = engine.name
-
-    @property
-    def fatal_error(self) -> str | None:
-        return self.engine.fatal_error
-
-    def start(self) -> InProcessEngine:
-        self.engine.start()
-        return self
-
-    def submit(self, request: Request) -> Request:
-        return self.engine.submit(request)
-
-    def stats(self) -> EngineStats:
-        return self.engine.stats()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self.engine.stop(timeout)
-
-    def output_text(self, request: Request) -> str | None:
-        return None
-
-    def accounting_problems(self) -> list[str]:
-        """The engine's own counts once it has stopped: every submitted request ended exactly once."""
-        stats = self.engine.stats()
-        problems = [p for p in (stats.accounting_problem(),) if p]
-        if stats.unfinished:
-            problems.append(f"{stats.unfinished} request(s) still unfinished after the engine stopped")
-        return problems
-
-    def describe(self) -> dict[str, Any] | None:
-        return None
-
-
 def default_engine_factory(name: str, pair: Any, config: EngineConfig) -> ReplayEngine:
     from engine.schedulers.registry import make_engine
 
-    return InProcessEngine(make_engine(name, pair, config))
+    return make_engine(name, pair, config)
