@@ -16,11 +16,15 @@ own step, never a side effect of building an engine:
 
 ``measure`` holds the timing itself, ``store`` the cache
 (``$PDV_PROFILE_DIR``, by default ``profiles/`` under the cache root).
+The profile also says how much two lanes running at once slow each other
+(``interference``, read through ``CostProfile.concurrent_slowdown``), timed
+with ``concurrency``'s lanes, each on its own intra-op thread budget
+(``lane_threads``, which says how torch's thread count behaves per thread).
 """
 
-from engine.profiling.cost_profile import CostProfile, ProfileShape
+from engine.profiling.cost_profile import CostProfile, ProfileMissing, ProfileShape
+from engine.profiling.interference import Interference
 from engine.profiling.prepare import (
-    ProfileMissing,
     needs_profile,
     prepare_default_profiles,
     prepare_profile,
@@ -30,6 +34,7 @@ from engine.profiling.prepare import (
 
 __all__ = [
     "CostProfile",
+    "Interference",
     "ProfileMissing",
     "ProfileShape",
     "needs_profile",

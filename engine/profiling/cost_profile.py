@@ -6,9 +6,15 @@ nearest edge is used. Pure values: nothing here imports torch.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from engine.profiling.grid import interpolate, interpolate2
+from engine.profiling.interference import Interference
+
+
+class ProfileMissing(ValueError):
+    """A step cost an engine needs was not measured on this machine yet (``python -m engine profile`` does it)."""
 
 
 class ProfileShape(NamedTuple):
@@ -26,14 +32,29 @@ class CostProfile:
     verify_ms: tuple[tuple[float, ...], ...]  # [batch size][tokens per row]: one verifier forward
     draft_ms: tuple[float, ...]  # [batch size]: one draft forward of one token per row; () without a draft
     machine: dict[str, str]  # what the times were measured on
+    # how two lanes at once slow each other's verifier forwards; None in a profile file measured before it existed
+    interference: Interference | None = None
 
     def verify_s(self, batch: int, tokens_per_row: float) -> float:
-        rows = [_interpolate(self.tokens, row, tokens_per_row) for row in self.verify_ms]
-        return _interpolate(self.batch_sizes, rows, batch) / 1000
+        return interpolate2(self.batch_sizes, self.tokens, self.verify_ms, batch, tokens_per_row) / 1000
+
+    def concurrent_slowdown(self, rows: int, tokens: float) -> float:
+        """A verifier forward's time while a second lane runs at once / its time alone with every thread.
+
+        A pipelined step's forward costs ``verify_s(rows, tokens) * concurrent_slowdown(rows, tokens)``; below 2,
+        two lanes at once beat taking turns (``interference.Interference``). ``ProfileMissing`` when this
+        profile was measured before the figure existed.
+        """
+        if self.interference is None:
+            raise ProfileMissing(
+                "this machine's step-cost profile has no measure of how two lanes at once slow each other "
+                "(it was measured by an older version): re-run `python -m engine profile` with the same flags"
+            )
+        return self.interference.concurrent_slowdown(rows, tokens)
 
     def draft_s(self, batch: int) -> float:
         """One draft position for ``batch`` rows (0 without a draft model)."""
-        return _interpolate(self.batch_sizes, self.draft_ms, batch) / 1000 if self.draft_ms else 0.0
+        return interpolate(self.batch_sizes, self.draft_ms, batch) / 1000 if self.draft_ms else 0.0
 
     def table(self) -> str:
         """The profile as a text table (milliseconds)."""
@@ -45,14 +66,7 @@ class CostProfile:
             cells = "  ".join(f"{v:12.1f}" for v in self.verify_ms[i])
             draft = f"  {self.draft_ms[i]:9.1f}" if self.draft_ms else ""
             lines.append(f"{b:5d}  {cells}{draft}")
+        if self.interference is not None:
+            lines += ["", self.interference.table()]
         return "\n".join(lines)
 
-
-def _interpolate(xs: tuple[int, ...], ys, x: float) -> float:
-    i = bisect_left(xs, x)
-    if i == 0:
-        return ys[0]
-    if i == len(xs):
-        return ys[-1]
-    x0, x1 = xs[i - 1], xs[i]
-    return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0)

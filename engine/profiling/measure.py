@@ -3,6 +3,8 @@
 Progress goes to a ``ProgressFn`` after every grid point, with the time left
 estimated from the points done so far (a forward's cost grows with the tokens
 it computes, ``batch x tokens``, on top of a fixed per-forward part).
+``measure_interference`` times, at a few of those shapes, how much two lanes
+running at once slow each other (``interference.Interference``).
 """
 
 from __future__ import annotations
@@ -13,16 +15,23 @@ import torch
 
 from engine.devices import cpu_name
 from engine.models.pair import ModelPair
+from engine.profiling.concurrency import CONTEXT, Lane, lane_runner, prepare_forward, run_lanes
 from engine.profiling.cost_profile import CostProfile, ProfileShape
+from engine.profiling.interference import Interference
+from engine.profiling.lane_threads import lane_budget
 from engine.progress import ProgressFn, no_progress
 from engine.runner import ModelRunner
 
-CONTEXT = 128  # tokens already in each row's cache while timing: a short chat prompt
 REPEATS = 3  # timings per point; the median is kept
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 TOKENS = (1, 2, 3, 5, 9, 17)  # tokens per row in one verifier forward (L + 1)
 FIXED_WEIGHT = 8  # a forward's fixed part, in tokens' worth of work: only weights the progress estimate
 MEASURING = "Measuring this machine's step costs, once"
+# the few shapes two lanes at once are timed at (below the grid's bounds, and the bounds): one and a few rows,
+# one token per row as a decode or draft step, the most a verify step feeds
+INTERFERENCE_ROWS = (1, 8)
+INTERFERENCE_SECONDS = 0.2  # per shape and setting (longer until each lane did INTERFERENCE_FORWARDS)
+INTERFERENCE_FORWARDS = 3
 
 
 class _Progress:
@@ -87,6 +96,38 @@ def measure(pair: ModelPair, shape: ProfileShape, progress: ProgressFn = no_prog
     verify = tuple(_time_forwards(pair.verifier, b, tokens, tracker) for b in batches)
     draft = tuple(_time_forwards(pair.draft, b, (1,), tracker)[0] for b in batches) if shape.with_draft else ()
     return CostProfile(batches, tokens, verify, draft, machine_key(pair))
+
+
+def measure_interference(pair: ModelPair, shape: ProfileShape, progress: ProgressFn = no_progress) -> Interference:
+    """Time verifier forwards alone with every thread, alone on one lane's budget, and with a second lane running
+    the same shape at once (``interference.Interference``), at a few shapes within ``shape``'s bounds."""
+    rows = tuple(r for r in INTERFERENCE_ROWS if r < shape.max_batch) + (shape.max_batch,)
+    tokens = (1, shape.max_tokens) if shape.max_tokens > 1 else (1,)
+    threads = torch.get_num_threads()
+    budget = lane_budget(threads, 2)
+    first, second = pair.verifier, lane_runner(pair.verifier, f"{pair.verifier.name} (second lane)")
+    alone, lane_alone, together = [], [], []
+    progress(f"{MEASURING}: two lanes at once", 0.0)
+    began = time.perf_counter()
+    for i, r in enumerate(rows):
+        cells = ([], [], [])
+        for t in tokens:
+            a, b = prepare_forward(first, r, t, seed=0), prepare_forward(second, r, t, seed=1)
+            cells[0].append(_median_ms([Lane(first, a, threads)]))
+            cells[1].append(_median_ms([Lane(first, a, budget)]))
+            cells[2].append(_median_ms([Lane(first, a, budget), Lane(second, b, budget)]))
+        for table, row in zip((alone, lane_alone, together), cells, strict=True):
+            table.append(tuple(row))
+        done = (i + 1) / len(rows)
+        left = (time.perf_counter() - began) * (1 - done) / done
+        progress(f"{MEASURING}: two lanes at once (about {left:.0f} s left)", done)
+    return Interference(rows, tokens, budget, tuple(alone), tuple(lane_alone), tuple(together))
+
+
+def _median_ms(lanes: list[Lane]) -> float:
+    """The median milliseconds of one forward over every lane's forwards that ran while all lanes ran."""
+    times = [d for lane in run_lanes(lanes, INTERFERENCE_SECONDS, INTERFERENCE_FORWARDS) for d in lane.durations]
+    return sorted(times)[len(times) // 2] * 1000
 
 
 def machine_key(pair: ModelPair) -> dict[str, str]:

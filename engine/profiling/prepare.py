@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from engine.config import ENGINES, EngineConfig, EngineName
 from engine.models.pair import ModelPair
-from engine.profiling.cost_profile import CostProfile, ProfileShape
-from engine.profiling.measure import measure
+from engine.profiling.cost_profile import CostProfile, ProfileMissing, ProfileShape
+from engine.profiling.measure import measure, measure_interference
 from engine.profiling.store import read_profile, write_profile
 from engine.progress import ProgressFn, no_progress
 
-
-class ProfileMissing(ValueError):
-    """An engine with the ``cost`` controller was built before this machine's step costs were measured."""
+GRID_SHARE = 0.8  # of a whole profile's progress bar: the forward grid; the rest is two lanes at once
 
 
 def needs_profile(config: EngineConfig, engine: EngineName | str) -> bool:
@@ -44,15 +43,29 @@ def prepare_profile(
     pair: ModelPair, config: EngineConfig, progress: ProgressFn = no_progress, *, engine: EngineName | str
 ) -> CostProfile | None:
     """The profile ``engine`` needs with ``config`` (None if it needs none): read from the cache, or measured once
-    and cached."""
+    and cached.
+
+    The forward grid (``measure``) and how two lanes at once slow each other (``measure_interference``) are
+    measured apart: a cached profile from before the second existed gets it added, its forward times kept.
+    """
     if not needs_profile(config, engine):
         return None
     shape = profile_shape(config)
     profile = read_profile(pair, shape)
+    if profile is not None and profile.interference is not None:
+        return profile
+    lanes_progress = progress
     if profile is None:
-        profile = measure(pair, shape, progress)
-        write_profile(pair, shape, profile)
+        profile = measure(pair, shape, _share(progress, 0.0, GRID_SHARE))
+        lanes_progress = _share(progress, GRID_SHARE, 1.0)
+    profile = replace(profile, interference=measure_interference(pair, shape, lanes_progress))
+    write_profile(pair, shape, profile)
     return profile
+
+
+def _share(progress: ProgressFn, start: float, end: float) -> ProgressFn:
+    """``progress`` for one part of a longer measurement: its fractions mapped into [start, end]."""
+    return lambda message, fraction: progress(message, start + (end - start) * fraction)
 
 
 def prepare_profiles(

@@ -5,7 +5,8 @@ directory, so a profile measured on a machine busy with tests is never what a
 later real run reads), by default ``profiles/`` under the cache root
 (``$PDV_CACHE_DIR`` or ~/.cache/pd-verify). Writes are atomic (a temporary
 file, then a rename). An unreadable file counts as missing and is measured
-again.
+again; a file from before lanes' interference was measured reads with
+``interference`` None (``prepare`` then measures just that).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from engine.models.gguf_cache import cache_root
 from engine.models.pair import ModelPair
 from engine.profiling.cost_profile import CostProfile, ProfileShape
+from engine.profiling.interference import Interference
 from engine.profiling.measure import machine_key
 
 log = logging.getLogger(__name__)
@@ -66,12 +68,21 @@ def read_profile(pair: ModelPair, shape: ProfileShape) -> CostProfile | None:
                 tuple(map(tuple, data["verify_ms"])),
                 tuple(data["draft_ms"]),
                 data["machine"],
+                _interference(data.get("interference")),
             )
         except FileNotFoundError:
             continue
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("cost profile %s is unreadable (%s); it will be measured again", path, exc)
     return None
+
+
+def _interference(data: dict | None) -> Interference | None:
+    """The interference table of a profile file; None in a file written before it was measured."""
+    if data is None:
+        return None
+    tables = {k: tuple(map(tuple, data[k])) for k in ("alone_ms", "lane_alone_ms", "concurrent_ms")}
+    return Interference(tuple(data["rows"]), tuple(data["tokens"]), int(data["lane_threads"]), **tables)
 
 
 def write_profile(pair: ModelPair, shape: ProfileShape, profile: CostProfile) -> Path:
