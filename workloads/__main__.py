@@ -5,7 +5,7 @@ Example::
     python -m workloads replay --engines ar,baseline,pd,pdv --concurrency 1,4,16 \\
         --num-requests 100 --dataset sharegpt --preset smol --seed 0 --out runs/smol-c
 
-``python -m workloads bench`` runs the benchmark suite (``workloads.bench``);
+``python -m workloads bench`` runs the benchmarks, every one a part of it (``workloads.bench``);
 ``python -m workloads report RUN_DIR... --out report.html`` writes a
 self-contained HTML report of run directories (``workloads.report.html``).
 
@@ -161,7 +161,7 @@ def replay_command(args: argparse.Namespace) -> int:
         try:
             hooks = RunHooks(cancel, progress, results.append)
             if dataset.name == MT_BENCH:  # each run, then its own turn 2
-                run_mt_bench(pair, trace, plan, out, meta, hooks)
+                run_mt_bench(pair, trace, plan, out, meta, hooks, compared)
             else:
                 run_sweep(pair, trace, plan, out, meta, hooks, compared)
         except Exception as exc:  # noqa: BLE001 - re-raised on the main thread

@@ -253,7 +253,7 @@ class Engine(RowFailures, ABC):
 
     def _draft(self, seqs: list[Sequence], verify_queue: int = 0) -> DraftBlock:
         """Find lookups, choose each row's L with the controller, and draft a block for ``seqs``."""
-        rows = SamplingRows.build([s.request.params for s in seqs], [s.generator for s in seqs], self.pair.device)
+        rows = SamplingRows.of(seqs, self.pair.device)
         start = time.perf_counter()
         caps = draft_lengths(seqs, self.config.controller.max_len if self.speculative else 0)
         found = self.drafter.lookups(seqs, caps)

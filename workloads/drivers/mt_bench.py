@@ -5,30 +5,37 @@ Turn 2 sends the conversation so far – first question, *the engine's own
 answer from turn 1*, second question – through the chat template, so each
 engine continues from what it generated, as MT-Bench's judges see it. Both
 turns are written as ordinary runs (``run.json`` carries ``mt_bench_turn``),
-and ``categories.csv`` beside the run files holds one row per run, turn and
-category: the per-category view a mixed run's summary cannot give.
+and ``categories.csv`` beside the run files holds one row per run, round, turn
+and category: the per-category view a mixed run's summary cannot give.
+
+Like every comparison, it runs in rounds (``workloads.drivers.rounds``): in
+each round the engines take their turn in rotating order, each running its
+turn 1 and then its turn 2, and each turn is a comparison of its own with its
+× AR intervals and verdict. Every run builds a fresh engine, so no round's
+suffix tree holds an earlier round's answers to the same questions.
 """
 
 from __future__ import annotations
 
 import csv
 import statistics
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from engine.models.pair import encode_conversation
 from metrics.request_metrics import RequestMetrics
+from metrics.rounds import round_orders
 from workloads.datasets.mt_bench import category_of, questions, request_id
 from workloads.drivers.replay import PairLike
+from workloads.drivers.rounds import ComparisonFn, LoadPointRounds
 from workloads.drivers.run_result import RunResult
 from workloads.drivers.run_spec import RunHooks
-from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep
+from workloads.drivers.sweep import RoundRunner, RunWriter, SweepPlan, finish_point
 from workloads.drivers.trace import Trace, TraceItem
 
 CATEGORIES_CSV = "categories.csv"
 CATEGORY_COLUMNS = (
-    "run_id", "engine", "concurrency", "turn", "category", "requests", "completed", "output_tokens",
+    "run_id", "engine", "concurrency", "round", "turn", "category", "requests", "completed", "output_tokens",
     "ttft_p50_ms", "tpot_p50_ms", "acceptance_rate", "mean_acceptance_length",
 )  # fmt: skip
 
@@ -68,6 +75,7 @@ def category_rows(result: RunResult, turn: int) -> list[dict[str, Any]]:
                 "run_id": result.key.run_id,
                 "engine": result.key.engine,
                 "concurrency": result.key.concurrency,
+                "round": result.round,
                 "turn": turn,
                 "category": category,
                 "requests": len(ms),
@@ -104,34 +112,47 @@ def run_mt_bench(
     out: str | Path | None = None,
     meta: dict[str, Any] | None = None,
     hooks: RunHooks | None = None,
+    on_comparison: ComparisonFn | None = None,
 ) -> list[RunResult]:
-    """``run_sweep`` for MT-Bench: each engine and load runs turn 1 on ``trace``, then its own turn 2."""
+    """``run_sweep`` for MT-Bench: in each round, each engine runs turn 1 on ``trace``, then its own turn 2.
+
+    The engines take turns in rotating order round by round, as in ``run_sweep``;
+    each turn is its own comparison at the load point ("turn 1", "turn 2"), with
+    its × AR intervals and verdict, since a second turn's longer prompts make
+    a different workload. Results come in run order.
+    """
     hooks = hooks if hooks is not None else RunHooks()
     writer = None if out is None else RunWriter(out)
+    if writer is not None:
+        writer.check()
     results: list[RunResult] = []
-    for run in plan.runs():
-        # one round: turn 2 follows this run's own answers, so its rounds would not replay one trace
-        one = replace(plan, policies=(run.policy,), rounds=1, **_only(plan, run.engine))
-        turn_trace = trace
-        for turn in (1, 2):
-            if hooks.cancel.is_set():
-                return results
-            run_meta = {**(meta or {}), "mt_bench_turn": turn}
-            done = run_sweep(pair, turn_trace, one, writer, run_meta, replace(hooks, on_result=None))
-            if not done:
-                return results
-            results.append(done[0])
-            if out is not None:
-                append_categories(out, category_rows(done[0], turn))
-            if hooks.on_result:
-                hooks.on_result(done[0])
-            if turn == 1:
-                turn_trace = second_turns(pair, done[0])
+    run_meta = {**plan.describe(), "trace": trace.describe(), **(meta or {})}
+    rounds = RoundRunner(pair, plan, hooks, 2 * len(plan.run_order()))
+    for policy in plan.policies:
+        turns = {t: LoadPointRounds(plan.names, policy, plan.rounds, plan.settings.slo, f"turn {t}") for t in (1, 2)}
+        stop = False
+        for round_, names in enumerate(round_orders(plan.names, plan.rounds)):
+            for name in names:
+                turn_trace = trace
+                for turn, point in turns.items():
+                    result = rounds.run(turn_trace, point, name, round_)
+                    if result is None:
+                        stop = True
+                        break
+                    rounds.record(result, point, writer, {**run_meta, "mt_bench_turn": turn}, results, on_comparison)
+                    if out is not None:
+                        append_categories(out, category_rows(result, turn))
+                    if rounds.must_stop(result):
+                        stop = True
+                        break
+                    if turn == 1:
+                        turn_trace = second_turns(pair, result)
+                if stop:
+                    break
+            if stop:
+                break
+        for point in turns.values():
+            finish_point(point, writer, on_comparison)
+        if stop:
+            break
     return results
-
-
-def _only(plan: SweepPlan, name: str) -> dict[str, Any]:
-    """The plan's fields that keep only the engine or endpoint called ``name``."""
-    if name in plan.engines:
-        return {"engines": (name,), "endpoints": ()}
-    return {"engines": (), "endpoints": tuple(e for e in plan.endpoints if e.label == name)}

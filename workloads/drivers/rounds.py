@@ -41,11 +41,13 @@ class LoadPointComparison:
     rounds_done: int  # rounds in which every engine has run
     rounds_planned: int
     final: bool  # the load point's rounds have ended and its summary rows are written
+    part: str = ""  # which comparison at this load when there are several (MT-Bench's "turn 2"); "" for one
 
     @property
     def load(self) -> str:
-        """``C=4`` or ``R=2/s (C<=8)``."""
-        return RunKey("load point", "any", self.policy.cap, self.policy.request_rate).load_label
+        """``C=4`` or ``R=2/s (C<=8)``, with the part when there is one (``C=4, turn 2``)."""
+        label = RunKey("load point", "any", self.policy.cap, self.policy.request_rate).load_label
+        return f"{label}, {self.part}" if self.part else label
 
     def verdict_line(self) -> str:
         return self.comparison.verdict.line(display_name)
@@ -57,8 +59,11 @@ ComparisonFn = Callable[[LoadPointComparison], None]
 class LoadPointRounds:
     """The runs of one load point, round by round; not thread-safe (the sweep's thread owns it)."""
 
-    def __init__(self, names: Sequence[str], policy: ArrivalPolicy, rounds: int, slo: SLO | None) -> None:
+    def __init__(
+        self, names: Sequence[str], policy: ArrivalPolicy, rounds: int, slo: SLO | None, part: str = ""
+    ) -> None:
         self.policy = policy
+        self.part = part
         self.rounds = rounds
         self.slo = slo
         self.run_ids = {name: new_run_id(name, policy) for name in names}  # one id per engine over its rounds
@@ -85,7 +90,8 @@ class LoadPointRounds:
             return RunKey(self.run_ids[name], name, policy.cap, policy.request_rate)
 
         ran = {name: rs for name, rs in self._runs.items() if rs or not final}
-        return LoadPointComparison(policy, compare_load(ran, key_for, self.slo, display_name), done, self.rounds, final)
+        compared = compare_load(ran, key_for, self.slo, display_name)
+        return LoadPointComparison(policy, compared, done, self.rounds, final, self.part)
 
     @property
     def any_run(self) -> bool:

@@ -173,57 +173,104 @@ def run_sweep(
     writer = out if isinstance(out, RunWriter) or out is None else RunWriter(out)
     if writer is not None:
         writer.check()  # refuse a bad directory before spending time on runs
-    order = plan.run_order()
     results: list[RunResult] = []
     run_meta = {**plan.describe(), "trace": trace.describe(), **(meta or {})}
-    factory = with_endpoints(hooks.engine_factory, plan.endpoints)
-    index = 0
+    rounds = RoundRunner(pair, plan, hooks, len(plan.run_order()))
     for policy in plan.policies:
         point = LoadPointRounds(plan.names, policy, plan.rounds, plan.settings.slo)
         stop = False
         for round_, names in enumerate(round_orders(plan.names, plan.rounds)):
             for name in names:
-                if hooks.cancel.is_set():
+                result = rounds.run(trace, point, name, round_)
+                if result is None:
                     stop = True
                     break
-
-                def report(p: SweepProgress, index: int = index) -> None:
-                    if hooks.progress:
-                        hooks.progress(replace(p, run_index=index, runs=len(order)))
-
-                run = RunSpec(name, policy, plan.settings, point.run_ids[name])
-                point.starting()
-                result = replay(
-                    pair, trace, run, replace(hooks, progress=report, on_result=None, engine_factory=factory)
-                )
-                index += 1
-                if result.stop_reason == StopReason.CANCELLED and not result.requests:
-                    stop = True  # stopped before its first request: there is nothing to record
-                    break
-                result = point.ended(result, round_)
-                if writer is not None:
-                    writer.write(result, run_meta)
-                results.append(result)
-                if hooks.on_result:
-                    hooks.on_result(result)
-                if on_comparison:
-                    on_comparison(point.comparison(final=False))
-                if result.stop_reason == StopReason.ENGINE_DID_NOT_STOP:
-                    # its lane threads may still hold the device: the next run's numbers would not be its own
-                    log.error("sweep stopped after %s: %s", result.key.run_id, result.engine_error)
+                rounds.record(result, point, writer, run_meta, results, on_comparison)
+                if rounds.must_stop(result):
                     stop = True
                     break
             if stop:
                 break
-        if point.any_run:
-            final = point.comparison(final=True)
-            if writer is not None:
-                writer.write_summary(final)
-            if on_comparison:
-                on_comparison(final)
+        finish_point(point, writer, on_comparison)
         if stop:
             break
     return results
+
+
+class RoundRunner:
+    """Runs one engine's replay in one round of a load point, numbering runs across a whole comparison.
+
+    ``run_sweep`` and the MT-Bench driver (whose turn 2 follows each engine's
+    own answers, so it cannot replay one trace for all) both go through it, so
+    progress, cancelling, noise readings and writing work the same in each.
+    """
+
+    def __init__(self, pair: PairLike, plan: SweepPlan, hooks: RunHooks, runs: int) -> None:
+        self.pair = pair
+        self.plan = plan
+        self.hooks = hooks
+        self.runs = runs  # every replay the comparison plans: progress counts against it
+        self.index = 0
+        self._factory = with_endpoints(hooks.engine_factory, plan.endpoints)
+
+    def run(self, trace: Trace, point: LoadPointRounds, name: str, round_: int) -> RunResult | None:
+        """``name``'s replay of ``trace`` in round ``round_`` (0-based) of ``point``; ``None`` when cancelled
+        before it sent anything (there is nothing to record). Mutates: ``point`` (the run and its noise)."""
+        hooks = self.hooks
+        if hooks.cancel.is_set():
+            return None
+
+        def report(p: SweepProgress, index: int = self.index) -> None:
+            if hooks.progress:
+                hooks.progress(replace(p, run_index=index, runs=self.runs))
+
+        run = RunSpec(name, point.policy, self.plan.settings, point.run_ids[name])
+        point.starting()
+        result = replay(
+            self.pair, trace, run, replace(hooks, progress=report, on_result=None, engine_factory=self._factory)
+        )
+        self.index += 1
+        if result.stop_reason == StopReason.CANCELLED and not result.requests:
+            return None
+        return point.ended(result, round_)
+
+    def record(
+        self,
+        result: RunResult,
+        point: LoadPointRounds,
+        writer: RunWriter | None,
+        meta: dict[str, Any],
+        results: list[RunResult],
+        on_comparison: ComparisonFn | None,
+    ) -> None:
+        """Write ``result`` with ``meta``, append it to ``results`` and report it and the comparison so far."""
+        if writer is not None:
+            writer.write(result, meta)
+        results.append(result)
+        if self.hooks.on_result:
+            self.hooks.on_result(result)
+        if on_comparison:
+            on_comparison(point.comparison(final=False))
+
+    @staticmethod
+    def must_stop(result: RunResult) -> bool:
+        """Whether the comparison ends after ``result``: its lane threads may still hold the device, and the
+        next run's numbers would not be its own."""
+        if result.stop_reason != StopReason.ENGINE_DID_NOT_STOP:
+            return False
+        log.error("sweep stopped after %s: %s", result.key.run_id, result.engine_error)
+        return True
+
+
+def finish_point(point: LoadPointRounds, writer: RunWriter | None, on_comparison: ComparisonFn | None) -> None:
+    """A load point's rounds have ended (or stopped): write its summary rows and report its final comparison."""
+    if not point.any_run:
+        return
+    final = point.comparison(final=True)
+    if writer is not None:
+        writer.write_summary(final)
+    if on_comparison:
+        on_comparison(final)
 
 
 def with_endpoints(factory: EngineFactory, endpoints: tuple[EndpointSpec, ...]) -> EngineFactory:
