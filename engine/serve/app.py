@@ -37,6 +37,7 @@ from engine.serve.errors import APIError, install_error_handlers
 from engine.serve.generation import Generation, engine_down_message
 from engine.serve.limits import MAX_BODY_BYTES, BodyLimitMiddleware
 from engine.serve.metrics import ServerMetrics
+from engine.serve.openapi import HEALTH, METRICS, describe, generation_responses
 from engine.serve.prompts import chat_prompt_ids, completion_prompt_ids
 from engine.serve.protocol import DEFAULT_COMPLETION_MAX_TOKENS, ChatCompletionRequest, CompletionRequest
 from engine.serve.protocol import GenerationRequest as Body
@@ -116,18 +117,19 @@ def build_app(
 
     app = FastAPI(title="PD-Verify", lifespan=lifespan)
     app.state.server = server
+    describe(app)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     if api_key:  # added last, so it runs first: a request without the key is refused before its body is read
         app.add_middleware(APIKeyMiddleware, api_key=api_key)
 
-    @app.get("/health")
+    @app.get("/health", response_class=Response, responses=HEALTH)
     def health() -> Response:
         if engine.fatal_error is not None or not engine.running:
             raise APIError(503, engine_down_message(engine), code="engine_unavailable")
         return Response(status_code=200)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=Response, responses=METRICS)
     def metrics() -> Response:  # a plain def: FastAPI runs it on its thread pool, off the event loop
         return Response(generate_latest(server.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -135,7 +137,7 @@ def build_app(
     def models() -> ModelList:
         return ModelList(data=[ModelCard(id=model_name, max_model_len=pair.max_context)])
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", responses=generation_responses(CompletionResponse))
     async def completions(body: CompletionRequest, http: HTTPRequest) -> Response:
         server.check(body)
         prompt_ids = await asyncio.to_thread(completion_prompt_ids, pair.tokenizer, body.prompt)
@@ -157,7 +159,7 @@ def build_app(
         usage = Usage.of(generation.prompt_tokens, generation.completion_tokens)
         return JSONResponse(chunk(text, generation.finish_reason, usage).model_dump())
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", responses=generation_responses(ChatCompletionResponse))
     async def chat_completions(body: ChatCompletionRequest, http: HTTPRequest) -> Response:
         server.check(body)
         prompt_ids = await asyncio.to_thread(chat_prompt_ids, pair.tokenizer, body.messages)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from engine.config import SamplingParams
+from engine.config import FLOAT32_MAX, MAX_SEED, SamplingParams
 from engine.serve.errors import APIError
 
 # OpenAI's defaults where a request leaves a field out
@@ -52,6 +52,12 @@ WHY_NOT = {
 }
 
 
+def documented(**bounds: float) -> Any:
+    """A field whose accepted range is stated in the OpenAPI schema only; ``SamplingParams`` checks it, with
+    the engine's messages, so that the schema (and a tool testing against it) says what the server accepts."""
+    return Field(default=None, json_schema_extra=bounds)
+
+
 class StreamOptions(BaseModel):
     include_usage: bool = False  # one last chunk with the request's usage
     continuous_usage_stats: bool = False  # usage (cumulative completion tokens) on every chunk; needs include_usage
@@ -63,12 +69,12 @@ class GenerationRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     model: str | None = None  # None: the one served model
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None  # OpenAI's newer name; wins over max_tokens
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None  # vLLM: 0 or -1 = off
-    seed: int | None = None
+    max_tokens: int | None = documented(minimum=1)
+    max_completion_tokens: int | None = documented(minimum=1)  # OpenAI's newer name; wins over max_tokens
+    temperature: float | None = documented(minimum=0, maximum=FLOAT32_MAX)
+    top_p: float | None = documented(exclusiveMinimum=0, maximum=1)
+    top_k: int | None = documented(minimum=-1)  # vLLM: 0 or -1 = off
+    seed: int | None = documented(minimum=0, maximum=MAX_SEED)
     stop: str | list[str] | None = None
     ignore_eos: bool = False
     stream: bool = False
