@@ -5,7 +5,11 @@ another (prefill -> decode, draft block -> verify), the producer records an
 event on its stream and the consumer makes its stream wait on that event
 before touching them: ordering without a device-wide synchronize. On the CPU
 kernels run synchronously on the calling thread, so every method here does
-nothing. ``backend`` is ``torch.cuda`` in production and a fake in tests.
+nothing. Every CUDA call the engine makes goes through a ``CudaBackend``:
+``stream_backend(device)`` gives torch's for a CUDA device and ``None`` for
+the CPU, and tests replace it with a fake (``tests/support/fake_cuda.py``)
+that runs the same code on CPU tensors and reports every missing wait or
+``record_stream``.
 
 Verified on a GPU: not yet (see docs/architecture.md, "CPU and GPU").
 """
@@ -19,6 +23,43 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+
+class CudaBackend:
+    """torch.cuda as the engine uses it: streams, events, and the two tensor methods that touch the allocator.
+
+    A fake with the same methods (``tests/support/fake_cuda.py``) runs the
+    engine's CUDA paths on the CPU.
+    """
+
+    def Stream(self, device: torch.device, priority: int = 0) -> Any:  # noqa: N802 - mirrors torch.cuda.Stream
+        return torch.cuda.Stream(device=device, priority=priority)
+
+    def Event(self) -> Any:  # noqa: N802 - mirrors torch.cuda.Event
+        return torch.cuda.Event()
+
+    def stream(self, stream: Any) -> Any:
+        return torch.cuda.stream(stream)
+
+    def current_stream(self, device: torch.device) -> Any:
+        return torch.cuda.current_stream(device)
+
+    def synchronize(self, device: torch.device) -> None:
+        torch.cuda.synchronize(device)
+
+    def record_stream(self, tensor: torch.Tensor, stream: Any) -> None:
+        tensor.record_stream(stream)
+
+    def pin(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.pin_memory()
+
+
+CUDA = CudaBackend()
+
+
+def stream_backend(device: torch.device | str) -> CudaBackend | None:
+    """The backend of ``device``'s streams: torch's on CUDA, ``None`` (nothing to order) on the CPU."""
+    return CUDA if torch.device(device).type == "cuda" else None
 
 
 def pci_bus_id(device: torch.device | str, backend: Any = None) -> str | None:
@@ -40,7 +81,7 @@ def pci_bus_id(device: torch.device | str, backend: Any = None) -> str | None:
     return f"{domain:08X}:{bus:02X}:{dev:02X}.0"
 
 
-def keep_for_current_stream(*tensors: torch.Tensor | None, backend: Any = None) -> None:
+def keep_for_current_stream(*tensors: torch.Tensor | None) -> None:
     """Mark CUDA tensors as used by the current stream before their last reference is dropped.
 
     The caching allocator returns freed memory to the stream that allocated it
@@ -49,10 +90,12 @@ def keep_for_current_stream(*tensors: torch.Tensor | None, backend: Any = None) 
     ``record_stream`` makes the allocator wait for this stream's work first.
     No-op for CPU tensors.
     """
-    backend = backend if backend is not None else torch.cuda
     for tensor in tensors:
-        if tensor is not None and tensor.device.type == "cuda":
-            tensor.record_stream(backend.current_stream(tensor.device))
+        if tensor is None:
+            continue
+        cuda = stream_backend(tensor.device)
+        if cuda is not None:
+            cuda.record_stream(tensor, cuda.current_stream(tensor.device))
 
 
 # CUDA stream priorities (lower is more urgent): decoding and verification are what a waiting user's next token
@@ -80,8 +123,8 @@ class LaneStream:
 
     def __init__(self, device: torch.device, backend: Any = None, lane: str = "") -> None:
         self.device = device
-        self._cuda = device.type == "cuda"
-        self._backend = backend if backend is not None else (torch.cuda if self._cuda else None)
+        self._backend = backend if backend is not None else stream_backend(device)
+        self._cuda = self._backend is not None
         self.priority = LANE_PRIORITY.get(lane, 0)
         self.stream = self._backend.Stream(device=device, priority=self.priority) if self._cuda else None
 

@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from transformers import AttentionInterface
 
+from engine import devices
 from engine.transfers import upload
 
 ATTN_IMPLEMENTATION = "pdv_packed"
@@ -62,7 +63,7 @@ class KVPool:
     (``take_fences``), so a lane never overwrites keys another lane's queued
     kernels still read. Growth synchronizes the device before copying: it is
     rare (the pool doubles) and every lane's stream has used the old tensors.
-    ``backend`` is ``torch.cuda`` on CUDA and a fake in tests.
+    ``backend`` is ``engine.devices.stream_backend(device)`` unless given (a fake in tests).
     """
 
     def __init__(
@@ -76,8 +77,7 @@ class KVPool:
     ) -> None:
         self.shape_tail = (num_kv_heads, head_dim)
         self.num_layers, self.dtype, self.device = num_layers, dtype, device
-        self._cuda = device.type == "cuda"
-        self._backend = backend if backend is not None else (torch.cuda if self._cuda else None)
+        self.backend = backend if backend is not None else devices.stream_backend(device)
         self.lock = threading.RLock()
         self.keys = self._zeros(FIRST_POOL_BLOCKS)
         self.values = self._zeros(FIRST_POOL_BLOCKS)
@@ -108,9 +108,9 @@ class KVPool:
     def release(self, blocks: list[int]) -> None:
         """Return ``blocks``; on CUDA fenced by an event on the calling thread's current stream."""
         fence = None
-        if self._cuda:
-            fence = self._backend.Event()
-            fence.record(self._backend.current_stream(self.device))
+        if self.backend is not None:
+            fence = self.backend.Event()
+            fence.record(self.backend.current_stream(self.device))
         with self.lock:
             self._free.extend(sorted(blocks, reverse=True))
             if fence is not None:
@@ -119,8 +119,8 @@ class KVPool:
     def _grow(self, missing: int) -> None:
         old = self.num_blocks
         new = max(2 * old, old + missing)
-        if self._cuda:
-            self._backend.synchronize(self.device)  # every lane's queued reads and writes of the old tensors
+        if self.backend is not None:
+            self.backend.synchronize(self.device)  # every lane's queued reads and writes of the old tensors
         for name in ("keys", "values"):
             grown = self._zeros(new)
             grown[:, : old * BLOCK_TOKENS] = getattr(self, name)

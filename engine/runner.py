@@ -66,7 +66,7 @@ class ModelRunner:
         with self.pool.lock:  # growth on another thread must not swap the pool under this forward
             for store in stores:
                 for fence in store.take_fences():  # CUDA: the blocks' previous users are done with them
-                    torch.cuda.current_stream(self.device).wait_event(fence)
+                    self.pool.backend.current_stream(self.device).wait_event(fence)
             index = step_index(stores, num_tokens, self.device)
             logits = self.model(
                 input_ids=input_ids.unsqueeze(0),

@@ -7,16 +7,38 @@ get softmax(logits / T) truncated by top-k and top-p, then renormalised.
 
 Each sampling request owns a ``torch.Generator`` seeded from its seed, so
 what it samples does not depend on which other requests share its batch.
+
+A sequence's parameters go to the device once (``SamplingRow``, at its first
+step); each step gathers its rows' (``SamplingRows.of``) with one operator and
+no upload.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from engine.config import SamplingParams
 from engine.transfers import upload
+
+if TYPE_CHECKING:
+    from engine.sequence import Sequence
+
+
+def _row_values(params: SamplingParams) -> list[float]:
+    """A row's parameters as ``SamplingRow.values`` holds them."""
+    return [params.temperature, params.top_p, float(params.top_k or 0), float(params.greedy)]
+
+
+@dataclass(frozen=True)
+class SamplingRow:
+    """One sequence's sampling parameters on the device, uploaded once and gathered by every step after."""
+
+    values: torch.Tensor  # [4] float32: temperature, top_p, top_k, greedy (1.0 or 0.0)
+    params: SamplingParams
+    generator: torch.Generator | None  # None for greedy rows
 
 
 @dataclass(frozen=True)
@@ -37,10 +59,24 @@ class SamplingRows:
     def build(
         params: list[SamplingParams], generators: list[torch.Generator | None], device: torch.device
     ) -> SamplingRows:
-        """The rows of ``params``, uploaded in one copy."""
-        host = [p.temperature for p in params] + [p.top_p for p in params]
-        host += [float(p.top_k or 0) for p in params] + [float(p.greedy) for p in params]
-        temperature, top_p, top_k, greedy = upload(host, device, torch.float32).view(4, len(params))
+        """The rows of ``params``, uploaded in one copy (a batch without ``Sequence``s: tests, benchmarks)."""
+        host = [v for p in params for v in _row_values(p)]
+        values = upload(host, device, torch.float32).view(len(params), 4)
+        return SamplingRows._of_matrix(values, params, generators)
+
+    @staticmethod
+    def gather(rows: list[SamplingRow]) -> SamplingRows:
+        """The batch of ``rows`` (each uploaded already): one stack on the device, no copy from the host."""
+        values = torch.stack([r.values for r in rows])  # [B, 4]
+        return SamplingRows._of_matrix(values, [r.params for r in rows], [r.generator for r in rows])
+
+    @staticmethod
+    def _of_matrix(
+        values: torch.Tensor,  # [B, 4] as SamplingRow.values
+        params: list[SamplingParams],
+        generators: list[torch.Generator | None],
+    ) -> SamplingRows:
+        temperature, top_p, top_k, greedy = values.t()
         return SamplingRows(
             temperature=temperature,
             top_p=top_p,
@@ -51,6 +87,22 @@ class SamplingRows:
             truncate_k=tuple(bool(p.top_k) for p in params),
             truncate_p=tuple(p.top_p < 1 for p in params),
         )
+
+    @staticmethod
+    def of(seqs: list[Sequence], device: torch.device) -> SamplingRows:
+        """The rows of ``seqs``, from each sequence's ``SamplingRow``.
+
+        Sequences without one yet (their first step) get theirs here, all in
+        one upload; after that a step uploads nothing. Mutates: ``sampling`` of
+        those sequences.
+        """
+        new = [seq for seq in seqs if seq.sampling is None]
+        if new:
+            host = [v for seq in new for v in _row_values(seq.request.params)]
+            values = upload(host, device, torch.float32).view(len(new), 4)
+            for seq, row in zip(new, values, strict=True):
+                seq.sampling = SamplingRow(row, seq.request.params, seq.generator)
+        return SamplingRows.gather([seq.sampling for seq in seqs])
 
     def select(self, rows: list[int], index: torch.Tensor | None = None) -> SamplingRows:
         """The rows ``rows`` (repeats allowed); ``index`` is ``rows`` already on the device, if the caller has it."""

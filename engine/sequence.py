@@ -8,6 +8,7 @@ import torch
 
 from engine.kv import KVStore
 from engine.request import Request
+from engine.sampling import SamplingRow
 
 
 @dataclass(eq=False)
@@ -31,6 +32,7 @@ class Sequence:
     draft_pending: list[int] = field(default_factory=list)
     handoff_event: object | None = None  # CUDA event of the last lane that wrote this sequence's caches
     released: bool = False  # caches and KV budget handed back (engine ``_retire``)
+    sampling: SamplingRow | None = None  # the request's sampling parameters on the device (SamplingRows.of)
 
     @property
     def prompt_len(self) -> int:

@@ -80,7 +80,7 @@ def prefill_chunk(
     if done:
         checks = FiniteChecks()
         checks.add(logits, f"verifier forward in {Stage.PREFILL}")
-        rows = SamplingRows.build([s.request.params for s in done], [s.generator for s in done], device)
+        rows = SamplingRows.of(done, device)
         # the chunk's one read-back: the first tokens and the logits' check together, before the draft's forward,
         # so a failing verifier forward fails the chunk before anything else runs on it
         first, flags = read_back(sample(probabilities(logits, rows), rows), checks.flags(device))

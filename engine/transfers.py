@@ -3,8 +3,8 @@
 On a GPU the host queues kernels ahead of the device only until it needs a
 value the device computes: every read-back (``.tolist()``, ``bool()``,
 ``.item()``) stops the queue until the device catches up. So a step uploads
-its metadata in as few copies as possible (``upload``: one pinned,
-non-blocking copy on CUDA) and reads back once: the verdicts, the sampled
+its metadata in as few copies as possible (``upload``: one non-blocking
+copy on CUDA, staged in the lane's pinned buffer) and reads back once: the verdicts, the sampled
 tokens and the non-finite checks of every forward of the step travel in one
 copy (``read_back``). ``FiniteChecks`` collects those checks as device flags
 instead of waiting on each forward. The design's count per step is stated in
@@ -13,17 +13,93 @@ docs/architecture.md ("Host waits") and held by a test.
 
 from __future__ import annotations
 
+import threading
+from collections import deque
+from typing import Any
+
 import torch
 
+from engine import devices
+
 INF = float("inf")
+STAGING_BYTES = 1 << 16  # a lane's pinned buffer: many steps of metadata per lap (it doubles for a larger step)
+ALIGN = 8  # bytes: every staged region starts aligned for int64 and float32
+
+
+class StagingBuffer:
+    """One lane's pinned host buffer that uploads are staged in: allocated once, reused for every step.
+
+    A non-blocking copy reads its pinned source when the device gets to it, not
+    when the host queues it, so a region must not be rewritten before its copy
+    ran. Regions are handed out in a ring; each copy records an event on the
+    stream that queued it, and a region about to be reused waits for the events
+    of the copies it held. With one read-back per step, those copies finished
+    long before the ring comes round: the wait is a check, not a stall.
+    Mutates: the buffer and its ring of in-flight regions.
+    """
+
+    def __init__(self, backend: Any, device: torch.device, capacity: int = STAGING_BYTES) -> None:
+        self.backend, self.device = backend, device
+        self.buffer = backend.pin(torch.empty(capacity, dtype=torch.uint8))
+        self.offset = 0
+        self.in_flight: deque[tuple[int, int, Any]] = deque()  # (start, end, event of the copy reading it)
+
+    def upload(self, values: list[int] | list[float], dtype: torch.dtype) -> torch.Tensor:
+        """``values`` on the device, copied from a region of this buffer; the host does not wait for the copy."""
+        size = len(values) * dtype.itemsize
+        start = self._claim(size)
+        region = self.buffer[start : start + size].view(dtype)
+        region.numpy()[:] = values  # a host write: no operator, no device involved
+        # copy=True: a copy on every device (a CPU stand-in for the device must not alias the buffer)
+        out = region.to(self.device, non_blocking=True, copy=True)
+        event = self.backend.Event()
+        event.record(self.backend.current_stream(self.device))
+        self.in_flight.append((start, start + size, event))
+        return out
+
+    def _claim(self, size: int) -> int:
+        """The start of ``size`` free bytes, waiting for the copies still reading them."""
+        if size > self.buffer.numel():
+            self._drain()
+            self.buffer = self.backend.pin(torch.empty(2 * size, dtype=torch.uint8))
+            self.offset = 0
+        start = self.offset if self.offset + size <= self.buffer.numel() else 0
+        end = start + size
+        while self.in_flight and self.in_flight[0][2].query():  # copies the device has done: forget them
+            self.in_flight.popleft()
+        still = deque()
+        for region in self.in_flight:
+            if region[0] < end and start < region[1]:
+                region[2].synchronize()  # a copy queued a whole ring ago still reads here: let it finish
+            else:
+                still.append(region)
+        self.in_flight = still
+        self.offset = -(-end // ALIGN) * ALIGN
+        return start
+
+    def _drain(self) -> None:
+        while self.in_flight:
+            self.in_flight.popleft()[2].synchronize()
+
+
+_lane_buffers = threading.local()  # each lane thread's StagingBuffer per device: a lane is a thread
+
+
+def staging_buffer(backend: Any, device: torch.device) -> StagingBuffer:
+    """The calling lane's staging buffer for ``device`` (made on its first upload, then reused)."""
+    buffers = _lane_buffers.__dict__.setdefault("by_device", {})
+    key = (backend, str(device))
+    if key not in buffers:
+        buffers[key] = StagingBuffer(backend, device)
+    return buffers[key]
 
 
 def upload(values: list[int] | list[float], device: torch.device, dtype: torch.dtype = torch.long) -> torch.Tensor:
-    """One host-to-device copy of ``values`` (pinned and non-blocking on CUDA: the host does not wait)."""
-    host = torch.tensor(values, dtype=dtype)
-    if device.type == "cuda":
-        return host.pin_memory().to(device, non_blocking=True)
-    return host.to(device)
+    """One host-to-device copy of ``values``: on CUDA staged in the lane's pinned buffer, non-blocking."""
+    backend = devices.stream_backend(device)
+    if backend is not None:
+        return staging_buffer(backend, device).upload(values, dtype)
+    return torch.tensor(values, dtype=dtype, device=device)
 
 
 def read_back(*tensors: torch.Tensor) -> list[list[int]]:

@@ -80,9 +80,7 @@ class FakeCuda:
 
 
 def _cuda_pool(cuda) -> KVPool:
-    pool = KVPool(1, 1, 4, torch.float32, torch.device("cpu"), backend=cuda)
-    pool._cuda = True  # the tensors stay on the CPU; the fencing is what is under test
-    return pool
+    return KVPool(1, 1, 4, torch.float32, torch.device("cpu"), backend=cuda)  # tensors on the CPU, fenced
 
 
 def test_a_block_released_on_one_stream_is_fenced_for_its_next_user():

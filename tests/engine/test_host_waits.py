@@ -74,9 +74,13 @@ def _sequences(pair, rows: int, temperature: float) -> list[Sequence]:
 
 
 def _decode_step(pair, seqs, drafter: Drafter | None, monkeypatch) -> Counter[str]:
-    """One decode step as the colocated loop runs it: rows, proposals, verify, accept."""
+    """One decode step as the colocated loop runs it: rows, proposals, verify, accept.
+
+    The sequences' sampling rows were uploaded when prefill sampled their first tokens.
+    """
+    assert all(s.sampling is not None for s in seqs)
     with HostTraffic(monkeypatch) as traffic:
-        rows = SamplingRows.build([s.request.params for s in seqs], [s.generator for s in seqs], CPU)
+        rows = SamplingRows.of(seqs, CPU)
         if drafter is None:  # the AR engine: no proposals
             block = draft_block(None, seqs, [0] * len(seqs), rows)
         else:
@@ -93,7 +97,7 @@ def test_an_ar_decode_step_waits_on_the_device_once(tiny_pair, monkeypatch, rows
     counts = _decode_step(tiny_pair, _sequences(tiny_pair, rows, temperature), None, monkeypatch)
     assert counts["scalar reads"] == 0, counts
     assert counts["copies to host"] == 1 and counts["tolist"] == 1, counts  # the step's one read-back
-    assert counts["uploads"] == 4, counts  # sampling rows, verify index, step index, draft lengths
+    assert counts["uploads"] == 3, counts  # verify index, step index, draft lengths: sampling rows are cached
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
@@ -118,3 +122,6 @@ def test_a_prefill_chunk_that_completes_prompts_waits_once(tiny_pair, monkeypatc
     monkeypatch.undo()
     counts = traffic.counts
     assert counts["scalar reads"] == 0 and counts["copies to host"] == 1 and counts["tolist"] == 1, counts
+    # the chunk's tokens, the step index, and the new sequences' sampling rows (once for their whole life)
+    assert counts["uploads"] == 3, counts
+    assert all(s.sampling is not None for s in seqs)

@@ -6,6 +6,7 @@ import torch
 
 from engine.devices import LaneStream, keep_for_current_stream
 from engine.schedulers.lanes import STARVATION_S, LaneArbiter, choose_lane
+from tests.support.fake_cuda import fake_cuda  # noqa: F401 - a fixture
 from tests.support.serve import wait_until
 
 
@@ -61,82 +62,18 @@ def test_arbiter_grants_the_single_slot_by_priority():
     assert order == ["prefill-first", "decode", "verify", "prefill"]
 
 
-class FakeEvent:
-    def __init__(self, log):
-        self.log = log
-        self.recorded_on = None
-
-    def record(self, stream):
-        self.recorded_on = stream
-        self.log.append(("record", stream.name))
-
-
-class FakeStream:
-    def __init__(self, log, name, priority=0):
-        self.log, self.name, self.priority = log, name, priority
-
-    def wait_event(self, event):
-        self.log.append(("wait", self.name, event.recorded_on.name))
-
-
-class FakeCuda:
-    def __init__(self):
-        self.log, self.current, self.made = [], None, 0
-
-    def Stream(self, device, priority=0):  # noqa: N802 - mirrors torch.cuda.Stream
-        self.made += 1
-        return FakeStream(self.log, f"s{self.made}", priority)
-
-    def Event(self):  # noqa: N802
-        return FakeEvent(self.log)
-
-    def stream(self, s):
-        backend = self
-
-        class Ctx:
-            def __enter__(self):
-                backend.log.append(("enter", s.name))
-                self.before, backend.current = backend.current, s
-
-            def __exit__(self, *a):
-                backend.log.append(("exit", s.name))
-                backend.current = self.before
-
-        return Ctx()
-
-    def current_stream(self, device):
-        return self.current
-
-
-class FakeCudaTensor:
-    """Stands in for a CUDA tensor: records the streams it is marked as used by."""
-
-    device = torch.device("cuda")
-
-    def __init__(self):
-        self.streams = []
-
-    def record_stream(self, stream):
-        self.streams.append(stream.name)
-
-
-def test_handoff_orders_consumer_stream_after_producer_event():
-    cuda = FakeCuda()
-    producer = LaneStream(torch.device("cuda"), backend=cuda)
-    consumer = LaneStream(torch.device("cuda"), backend=cuda)
+def test_handoff_orders_consumer_stream_after_producer_event(fake_cuda):  # noqa: F811
+    producer = LaneStream(torch.device("cpu"), lane="prefill")
+    consumer = LaneStream(torch.device("cpu"), lane="decode")
     with producer.activate():
+        made = torch.ones(3) * 2  # two kernels on the producer's stream
         event = producer.record()
+    assert consumer.stream.clock.get(producer.stream.name, 0) == 0
     consumer.wait(event)
+    assert consumer.stream.clock[producer.stream.name] == producer.stream.clock[producer.stream.name] == 2
     with consumer.activate():
-        pass
-    assert cuda.log == [
-        ("enter", "s1"),
-        ("record", "s1"),
-        ("exit", "s1"),
-        ("wait", "s2", "s1"),
-        ("enter", "s2"),
-        ("exit", "s2"),
-    ]
+        made.sum()
+    assert fake_cuda.findings == []
 
 
 def test_cpu_lane_stream_is_a_no_op():
@@ -147,30 +84,30 @@ def test_cpu_lane_stream_is_a_no_op():
     assert lane.stream is None
 
 
-def test_a_tensor_dropped_by_a_lane_is_kept_for_that_lanes_stream():
-    cuda = FakeCuda()
-    producer = LaneStream(torch.device("cuda"), backend=cuda)
-    consumer = LaneStream(torch.device("cuda"), backend=cuda)
-    handed = FakeCudaTensor()
+def test_a_tensor_dropped_by_a_lane_is_kept_for_that_lanes_stream(fake_cuda):  # noqa: F811
+    producer = LaneStream(torch.device("cpu"), lane="decode")
+    consumer = LaneStream(torch.device("cpu"), lane="verify")
     with producer.activate():
-        keep_for_current_stream(handed, backend=cuda)
+        handed = torch.ones(2)
+        keep_for_current_stream(handed)
     with consumer.activate():
-        keep_for_current_stream(handed, torch.zeros(2), None, backend=cuda)  # CPU tensors and None: nothing
-    assert handed.streams == ["s1", "s2"]
+        keep_for_current_stream(handed, None)  # None: nothing
+    recorded = {m.allocated_on: m.recorded for m in fake_cuda.memory.values() if m.allocated_on}
+    assert recorded == {"s1": {"s1", "s2"}}
 
 
 def test_pdv_marks_its_draft_blocks_after_verification_and_returns_every_kv_block(tiny_pair, monkeypatch):
     from engine.config import ControllerConfig, EngineConfig, SamplingParams
     from engine.request import Request
-    from engine.schedulers import pdv
+    from engine.schedulers import pipeline
     from engine.schedulers.registry import make_engine
 
     kept = []
 
-    def recording(*tensors, backend=None):
+    def recording(*tensors):
         kept.append(tensors)
 
-    monkeypatch.setattr(pdv, "keep_for_current_stream", recording)
+    monkeypatch.setattr(pipeline, "keep_for_current_stream", recording)
     free = (tiny_pair.verifier.pool.free_blocks, tiny_pair.draft.pool.free_blocks)
     from tests.support.pdv_modes import count_modes
 
@@ -190,8 +127,7 @@ def test_pdv_marks_its_draft_blocks_after_verification_and_returns_every_kv_bloc
     assert (tiny_pair.verifier.pool.free_blocks, tiny_pair.draft.pool.free_blocks) == free
 
 
-def test_decode_and_verify_streams_outrank_the_prefill_stream():
-    cuda = FakeCuda()
+def test_decode_and_verify_streams_outrank_the_prefill_stream(fake_cuda):  # noqa: F811
     lanes = ("prefill", "decode", "verify")
-    streams = {lane: LaneStream(torch.device("cuda"), backend=cuda, lane=lane) for lane in lanes}
+    streams = {lane: LaneStream(torch.device("cpu"), lane=lane) for lane in lanes}
     assert streams["decode"].stream.priority == streams["verify"].stream.priority < streams["prefill"].stream.priority
