@@ -8,8 +8,9 @@ from metrics.runs import list_run_dirs
 from workloads.bench.common import ratio_summary, read_csv
 from workloads.bench.docs import BEGIN, END, render
 from workloads.bench.load import serial_served
+from workloads.bench.parts import parse_parts
 from workloads.bench.reference import HFTiming
-from workloads.bench.run import main, parse_parts
+from workloads.bench.run import main
 
 
 def test_ratios_are_taken_within_each_round_and_summarised_by_median_and_spread():
@@ -38,8 +39,8 @@ def test_a_serial_server_under_a_closed_loop_queues_each_request_behind_the_prev
 
 
 def test_parts_are_named_by_number_or_name_and_unknown_ones_refused():
-    assert parse_parts("1,hardware") == ["1-overhead", "5-hardware"]
-    with pytest.raises(SystemExit, match="unknown part 'x'"):
+    assert parse_parts("1,hardware,forward-cost") == ["1-overhead", "5-hardware", "9-forward-cost"]
+    with pytest.raises(ValueError, match="unknown part 'x'"):
         parse_parts("x")
 
 

@@ -1,8 +1,10 @@
 """``python -m workloads bench``: is PD-Verify faster than what a user already has, and do the lanes help?
 
-Six parts, each a module with a ``run(ctx) -> PartResult``; every part runs its
-competitors interleaved on the same prompts, model pair and dtype, round after
-round, and reports median ratios with their min–max (``common``):
+Every benchmark is a part of this one command (``parts``: each a module with a
+``run(ctx) -> PartResult``, and options of its own where it has any); every
+part runs its competitors interleaved on the same prompts, model pair and
+dtype, round after round, and reports median ratios with their min–max
+(``common``). The suite, run when ``--parts`` is not given:
 
 1. ``overhead`` – ``ar`` against transformers' greedy ``generate`` (goal >= 0.95x);
 2. ``single`` – every engine's default drafter against ``ar`` and transformers;
@@ -12,10 +14,17 @@ round, and reports median ratios with their min–max (``common``):
 5. ``hardware`` – the verifier step against measured FLOP/s and bandwidth;
 6. ``dashboard_cost`` – a replay with and without live sampling (goal < 5%).
 
-``run`` is the command (CSVs, figures, the printed table); ``docs`` renders
-``docs/results.md`` from the CSVs, the one renderer of that page. Beside the
-suite, on the same machinery (``common``: held-out prompts, ratios over
-rounds, CSVs; ``reference``: transformers' ``generate``), ``drafters``
-(``python -m workloads.bench.drafters``) compares drafters, draft lengths and
-controllers; its summary CSVs are rendered into the page by ``docs`` too.
+The studies, run when named, each into a directory of its own under ``--out``:
+
+7. ``drafters`` – drafters, draft lengths and controllers against ``ar``;
+8. ``suffix`` – suffix drafting after a warm-up of other requests, in calls
+   that append rounds;
+9. ``forward_cost`` – dispatched operators and wall time of one forward, and
+   the verifier step against the machine's rates, before and after a change.
+
+``--quick`` sizes every part down to seconds on the tiny pair (the suite's
+tests run each part so). ``run`` is the command (CSVs, figures, the printed
+table); ``docs`` renders ``docs/results.md`` from the CSVs, the one renderer of
+that page (the drafter and suffix studies' summary CSVs included, through its
+``<!-- csv: … -->`` blocks).
 """

@@ -11,11 +11,13 @@ are rendered from.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar
 
 from metrics.rounds import ratio_intervals
 from metrics.rounds import rotated as rotated  # the parts' run order: one rotation for every comparison
@@ -25,6 +27,7 @@ from workloads.drivers.trace import DatasetSpec, Trace, load_trace
 HELD_OUT = Path(__file__).resolve().parents[1] / "datasets" / "data" / "sharegpt_heldout.json"
 SUMMARY_CSV = "summary.csv"
 GOALS_CSV = "goals.csv"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,13 @@ def spread(s: dict[str, Any] | None) -> str:
     return f"{s['ratio_median']:.2f}x ({s['ratio_min']:.2f}-{s['ratio_max']:.2f})"
 
 
+def same_output_note(rows: list[dict[str, Any]], key: str, reference: str = "ar") -> str:
+    """Whether every row's ``key`` says its outputs equalled ``reference``'s, naming the rows that did not."""
+    different = sorted({f"{r['label']} ({r['group']}, round {r['round']})" for r in rows if not r[key]})
+    listed = f" Different: {', '.join(different)}." if different else ""
+    return f"Every output equal to {reference}'s: {not different}.{listed}"
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """``rows`` as CSV (columns in first-seen order; empty cells for None)."""
     if not rows:
@@ -146,12 +156,58 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+class PartOptions(Protocol):
+    """A part's own options: a frozen dataclass whose fields carry their flags (``engine.config.flag``)."""
+
+    def quick(self) -> Self:
+        """These options capped at ``--quick``'s sizes: seconds on the tiny pair."""
+        ...
+
+
+class Listed(tuple):
+    """A tuple shown as the comma list that gives it on the command line (so ``--help`` shows defaults so)."""
+
+    def __str__(self) -> str:
+        return ",".join(str(getattr(v, "value", v)) for v in self) or "none"
+
+
+def comma_list(convert: Callable[[str], T], name: str) -> Callable[[str], tuple[T, ...]]:
+    """A flag's type: a comma list, each item converted (``int``, or a choice); ``none`` is the empty list."""
+
+    def parse(text: str) -> tuple[T, ...]:
+        if text.strip() == "none":
+            return Listed()
+        try:
+            return Listed(convert(item.strip()) for item in text.split(",") if item.strip())
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+    parse.__name__ = name  # argparse names the type in its error messages
+    return parse
+
+
+def one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def check(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+
+    return check
+
+
 @dataclass(frozen=True)
 class BenchContext:
     pair: Any  # engine.models.ModelPair
     settings: BenchSettings
     out: Path  # the bench directory
     meta: dict[str, Any] = field(default_factory=dict)  # models, device, software: into every run.json entry
+    part_options: tuple[PartOptions, ...] = ()  # the options of the parts that have their own, from the CLI
+
+    def options(self, kind: type[T]) -> T:
+        """The part options of type ``kind`` the command line gave (its defaults if none), quick-sized in --quick."""
+        given = next((o for o in self.part_options if isinstance(o, kind)), None)
+        chosen = given if given is not None else kind()
+        return chosen.quick() if self.settings.quick else chosen  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""``python -m workloads.bench.drafters``: does speculation pay, and with which drafter, L and controller?
+"""Part 7, drafters (``python -m workloads bench --parts drafters``): does speculation pay, and with which
+drafter, L and controller?
 
 Every configuration runs the same held-out prompts (``workloads/datasets/data``: prompts
 the draft was never trained or tuned on), greedily, through the replay harness,
@@ -7,33 +8,44 @@ them all alike; each configuration's tokens/s is divided by AR's *in the same
 round*, and the table gives the median ratio with its min–max over rounds.
 Each run's outputs are compared with AR's, token for token.
 
+Its cases (``--drafters-cases``):
+
 * ``single``: C = 1, plus transformers' own ``generate`` of the verifier, plain
   and with prompt lookup (``prompt_lookup_num_tokens``), one prompt at a time.
-* ``load``: closed loops at ``--loads``.
+* ``load``: closed loops at ``--drafters-loads``.
 * ``mtbench``: C = 1 on MT-Bench's first turns, per category.
 
 It shares the suite's machinery (``workloads.bench.common``: the held-out
 prompts, the CSV writer; ``metrics.rounds``: the ratio arithmetic;
-``workloads.bench.reference``: transformers' ``generate``). Writes
-``runs.csv`` (one row per run), ``summary-<part>.csv`` and ``summary.md`` to
-``--out`` and prints the table; ``docs/results.md`` renders its tables from
+``workloads.bench.reference``: transformers' ``generate``; ``--rounds``). Writes
+``runs.csv`` (one row per run), ``summary-<case>.csv`` and ``summary.md`` to
+``<out>/drafters``; ``docs/results.md`` renders its tables from
 the summary CSVs through the suite's one renderer (``workloads.bench.docs``,
 ``<!-- csv: … -->`` blocks).
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 from tqdm import tqdm
 
-from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.config import ControllerConfig, EngineConfig, SamplingParams, flag
+from engine.profiling import prepare_profiles
 from metrics.rounds import ratio_intervals
-from workloads.bench.common import HELD_OUT, write_csv
+from workloads.bench.common import (
+    HELD_OUT,
+    BenchContext,
+    Listed,
+    PartResult,
+    comma_list,
+    one_of,
+    ratio_summary,
+    same_output_note,
+    write_csv,
+)
 from workloads.bench.reference import hf_generate
 from workloads.datasets.mt_bench import questions as mt_bench_questions
 from workloads.datasets.sharegpt import SampledRequest
@@ -68,6 +80,10 @@ SETUPS = (
     Setup("model+ngram cost", "baseline", "model+ngram", "cost"),
 )
 HF_LOOKUPS = (3, 10)  # prompt_lookup_num_tokens tried for transformers' generate
+LABELS = tuple(s.label for s in SETUPS)
+CASES = ("single", "load", "mtbench")
+NAME = "7-drafters"
+DIRECTORY = "drafters"  # under the bench directory: its runs and the summaries docs/results.md copies
 
 
 def run_setup(pair, setup: Setup, trace: Trace, concurrency: int, max_new: int):
@@ -126,77 +142,109 @@ def markdown(table: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.bench.drafters", description=__doc__)
-    parser.add_argument("--parts", default="single,load,mtbench", help="comma list of single, load, mtbench")
-    parser.add_argument("--preset", default="smol")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--prompts", type=int, default=16, help="held-out prompts at C = 1")
-    parser.add_argument("--loads", default="1,4,16,32", help="closed-loop concurrencies of the load part")
-    parser.add_argument("--load-setups", default="ar,ngram L4,model+ngram L4,ngram cost,model+ngram cost")
-    parser.add_argument("--mtbench-setups", default="ar,model L4,ngram L4,model+ngram cost")
-    parser.add_argument("--mtbench-per-category", type=int, default=2)
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--out", default="runs/drafter-bench")
-    args = parser.parse_args(argv)
-    from engine.models.pair import load_model_pair
-    from engine.profiling import prepare_default_profiles
+@dataclass(frozen=True)
+class DrafterOptions:
+    """What the drafter part compares: its cases, their prompts and loads, and the setups of each."""
 
-    out = Path(args.out)
+    cases: tuple[str, ...] = field(
+        default=Listed(CASES),
+        metadata=flag("--drafters-cases", comma_list(one_of(CASES), "cases"), "comma list of cases"),
+    )
+    # 16 prompts: enough that one prompt's luck with lookup does not decide a ratio
+    prompts: int = field(default=16, metadata=flag("--drafters-prompts", int, "held-out prompts at C = 1"))
+    loads: tuple[int, ...] = field(
+        default=Listed((1, 4, 16, 32)),
+        metadata=flag("--drafters-loads", comma_list(int, "loads"), "load case's C values"),
+    )
+    load_setups: tuple[str, ...] = field(
+        default=Listed(("ar", "ngram L4", "model+ngram L4", "ngram cost", "model+ngram cost")),
+        metadata=flag("--drafters-load-setups", comma_list(one_of(LABELS), "setups"), "setups of the load case"),
+    )
+    mtbench_setups: tuple[str, ...] = field(
+        default=Listed(("ar", "model L4", "ngram L4", "model+ngram cost")),
+        metadata=flag("--drafters-mtbench-setups", comma_list(one_of(LABELS), "setups"), "setups of mtbench"),
+    )
+    mtbench_per_category: int = field(
+        default=2, metadata=flag("--drafters-mtbench-per-category", int, "first turns per MT-Bench category")
+    )
+    # 128: long enough for lookup to find the prompt's text again, as a chat answer does
+    max_new_tokens: int = field(default=128, metadata=flag("--drafters-max-new-tokens", int, "cap on each output"))
+
+    def __post_init__(self) -> None:
+        if not self.loads:
+            raise ValueError("loads needs at least one concurrency")
+        if min(self.prompts, self.mtbench_per_category, self.max_new_tokens, *self.loads) < 1:
+            raise ValueError("prompts, mtbench_per_category, max_new_tokens and loads must be positive")
+        needs_ar = {"load": self.load_setups, "mtbench": self.mtbench_setups}
+        if any("ar" not in setups for case, setups in needs_ar.items() if case in self.cases):
+            raise ValueError("load_setups and mtbench_setups need ar: every ratio is to AR's run in the same round")
+
+    def quick(self) -> DrafterOptions:
+        return replace(
+            self,
+            prompts=min(self.prompts, 2),
+            loads=self.loads[:2],
+            mtbench_per_category=1,
+            max_new_tokens=min(self.max_new_tokens, 8),
+        )
+
+
+def run(ctx: BenchContext) -> PartResult:
+    """Every case's setups, round after round, into ``<out>/drafters``: ``runs.csv``, ``summary-<case>.csv``,
+    ``summary.md``; the suite's rows and summary are the same runs with ``<case> <group>`` as the group."""
+    o, pair = ctx.options(DrafterOptions), ctx.pair
+    out = ctx.out / DIRECTORY
     out.mkdir(parents=True, exist_ok=True)
-    pair = load_model_pair(args.preset)
-    prepare_default_profiles(pair)  # the step costs the cost controller reads: once per machine, first
-    parts = args.parts.split(",")
-    loads = [int(c) for c in args.loads.split(",")]
-    held_out = load_trace(DatasetSpec(str(HELD_OUT)), pair, max(args.prompts, 2 * max(loads)), seed=0)
-    single = Trace(held_out.items[: args.prompts], held_out.source, 0)
+    # capped at max_new_tokens as transformers' generate is: a request runs to its trace item's length
+    held_out = load_trace(DatasetSpec(str(HELD_OUT)), pair, max(o.prompts, 2 * max(o.loads)), 0, o.max_new_tokens)
+    single = Trace(held_out.items[: o.prompts], held_out.source, 0)
     by_label = {s.label: s for s in SETUPS}
-    plan: list[tuple] = []  # (part, group, setup or ("hf", lookup), trace, concurrency)
-    if "single" in parts:
+    plan: list[tuple] = []  # (case, group, setup or ("hf", lookup), trace, concurrency)
+    if "single" in o.cases:
         plan += [("single", "C=1", s, single, 1) for s in SETUPS]
         plan += [("single", "C=1", ("hf", k), single, 1) for k in (None, *HF_LOOKUPS)]
-    if "load" in parts:
-        for c in loads:
-            trace = Trace(held_out.items[: max(args.prompts, 2 * c)], held_out.source, 0)
-            plan += [("load", f"C={c}", by_label[label], trace, c) for label in args.load_setups.split(",")]
-    if "mtbench" in parts:
-        for category, trace in mt_bench_trace(pair, args.mtbench_per_category, args.max_new_tokens).items():
-            plan += [("mtbench", category, by_label[label], trace, 1) for label in args.mtbench_setups.split(",")]
+    if "load" in o.cases:
+        for c in o.loads:
+            trace = Trace(held_out.items[: max(o.prompts, 2 * c)], held_out.source, 0)
+            plan += [("load", f"C={c}", by_label[label], trace, c) for label in o.load_setups]
+    if "mtbench" in o.cases:
+        for category, trace in mt_bench_trace(pair, o.mtbench_per_category, o.max_new_tokens).items():
+            plan += [("mtbench", category, by_label[label], trace, 1) for label in o.mtbench_setups]
+    for setup in {p[2] for p in plan if isinstance(p[2], Setup)}:  # the cost controller reads measured step costs
+        prepare_profiles(pair, setup.config(), [setup.engine])
     rows: list[dict] = []
     reference: dict[str, list[list[int]]] = {}
-    bar = tqdm(total=args.rounds * len(plan), unit="run", file=sys.stderr)
-    for round_ in range(args.rounds):
-        for part, group, setup, trace, c in plan:
-            bar.set_description(f"round {round_ + 1} {part} {group} {getattr(setup, 'label', setup)}", refresh=False)
+    bar = tqdm(total=ctx.settings.rounds * len(plan), unit="run", file=sys.stderr)
+    for round_ in range(ctx.settings.rounds):
+        for case, group, setup, trace, c in plan:
+            bar.set_description(f"round {round_ + 1} {case} {group} {getattr(setup, 'label', setup)}", refresh=False)
             if isinstance(setup, tuple):
                 label = "transformers generate" + (f" lookup={setup[1]}" if setup[1] else "")
-                tok_s, outs = hf_generate(pair, trace, args.max_new_tokens, setup[1])
+                tok_s, outs = hf_generate(pair, trace, o.max_new_tokens, setup[1])
                 acceptance = per_step = None
             else:
-                result = run_setup(pair, setup, trace, c, args.max_new_tokens)
+                result = run_setup(pair, setup, trace, c, o.max_new_tokens)
                 label, tok_s, outs = setup.label, result.summary.output_tok_s, outputs_of(result.requests)
                 acceptance, per_step = result.summary.acceptance_rate, result.summary.mean_acceptance_length
-            key = f"{part}/{group}/{round_}"
+            key = f"{case}/{group}/{round_}"
             if label == "ar":
                 reference[key] = outs
-            row = {"part": part, "group": group, "round": round_, "label": label, "concurrency": c}
+            row = {"case": case, "group": group, "round": round_, "label": label, "concurrency": c}
             row |= {"output_tok_s": tok_s, "acceptance": acceptance, "tokens_per_step": per_step}
             rows.append(row | {"identical": outs == reference.get(key)})
             bar.update()
     bar.close()
     write_csv(out / "runs.csv", rows)
     sections = []
-    for part in parts:
-        part_rows = [r for r in rows if r["part"] == part]
-        if part_rows:
-            table = summarise(part_rows, "group")
-            write_csv(out / f"summary-{part}.csv", table)  # docs/results.md renders its tables from these
-            sections.append(f"## {part}\n\n" + markdown(table))
-    text = "\n\n".join(sections) + "\n"
-    (out / "summary.md").write_text(text)
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    for case in o.cases:
+        case_rows = [r for r in rows if r["case"] == case]
+        if case_rows:
+            table = summarise(case_rows, "group")
+            write_csv(out / f"summary-{case}.csv", table)  # docs/results.md renders its tables from these
+            sections.append(f"## {case}\n\n" + markdown(table))
+    (out / "summary.md").write_text("\n\n".join(sections) + "\n")
+    suite_rows = [r | {"group": f"{r['case']} {r['group']}"} for r in rows]
+    notes = [same_output_note(suite_rows, "identical"), f"Tables per case: {out / 'summary.md'}."]
+    summary = ratio_summary(suite_rows, "output_tok_s", "ar", NAME)
+    return PartResult(NAME, "Drafters: which drafter, draft length and controller pay, against ar", suite_rows,
+                      summary, [], notes)  # fmt: skip

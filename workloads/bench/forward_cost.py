@@ -1,44 +1,81 @@
-"""What one packed forward costs the host: dispatched operators per layer and wall time.
+"""Part 9, the cost of one packed forward (``python -m workloads bench --parts forward-cost``): dispatched
+operators per layer and wall time.
 
-``python -m workloads.bench.forward_cost --label L --out CSV`` measures, for the
-record in docs/results.md:
+It measures, for the record in docs/results.md (``--forward-cost-measures``):
 
-* **operators per layer** – aten operators dispatched during one forward
-  (counted with a ``TorchDispatchMode``), divided by the layers, on the tiny
-  preset at 1, 8 and 32 rows of 1 and 5 new tokens over ``CONTEXT`` cached
-  tokens. The tiny model (3 layers, hidden 64) does almost no arithmetic, so
-  its forward time is the host's overhead: Python and dispatch;
-* **host overhead per forward** – the median wall time of the same forwards;
-* **the smol verifier step** at C = 1 and C = 32 (one new token per row) beside
-  this machine's float32 matmul rate and memory read rate, measured in the same
-  call (``workloads.bench.hardware``), with the share of each the step reaches
-  (``--smol``; it loads SmolLM2).
+* ``host`` – **operators per layer**: aten operators dispatched during one
+  forward (counted with a ``TorchDispatchMode``), divided by the layers, on the
+  tiny preset at 1, 8 and 32 rows of 1 and 5 new tokens over ``CONTEXT`` cached
+  tokens. The tiny model (3 layers, hidden 64) does almost no arithmetic, so its
+  forward time – the median wall time of the same forwards – is the host's
+  overhead: Python and dispatch;
+* ``step`` – **the verifier step** of ``--preset``'s pair at C = 1 and C = 32 (one
+  new token per row) beside this machine's float32 matmul rate and memory read
+  rate, measured in the same call (``workloads.bench.hardware``), with the share
+  of each the step reaches.
 
-Rows are appended to ``--out`` with ``--label`` (before or after a change) and
-``--round``, so one CSV holds both sides of a comparison measured in
-interleaved rounds (docs/results.md gives the loop that ran them).
+Rows are appended to ``--forward-cost-csv`` (``<out>/forward-cost/forward-cost.csv``
+by default) with ``--forward-cost-label`` (before or after a change) and
+``--forward-cost-round``, so one CSV holds both sides of a comparison measured
+in interleaved rounds (docs/results.md gives the loop that ran them); each call
+then rewrites the table of medians beside it (``forward-cost.md``).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import statistics
 import time
 from collections import Counter
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from engine.config import flag
 from engine.models.pair import ModelPair, load_model_pair
 from engine.runner import ModelRunner
+from workloads.bench.common import BenchContext, Listed, PartResult, comma_list
+from workloads.bench.hardware import FULL, QUICK, kv_bytes, matmul_flops, read_bandwidth
 
 CONTEXT = 128  # cached tokens per row, as the cost profile uses
 ROWS = (1, 8, 32)
 TOKENS = (1, 5)
 REPEATS = 15
+QUICK_REPEATS = 2
 FIELDS = ("label", "round", "preset", "rows", "tokens", "metric", "value")
+NAME = "9-forward-cost"
+DIRECTORY = "forward-cost"
+
+
+class Measure(Enum):
+    HOST = "host"  # operators per layer and forward time on the tiny pair: the host's overhead
+    STEP = "step"  # the --preset verifier's step against the machine's matmul and read rates
+
+
+@dataclass(frozen=True)
+class ForwardCostOptions:
+    """What one call measures and how its rows are labelled in the CSV that collects the rounds."""
+
+    label: str = field(default="after", metadata=flag("--forward-cost-label", str, "the rows' label, e.g. before"))
+    round: int = field(default=0, metadata=flag("--forward-cost-round", int, "this call's round (rounds interleave)"))
+    measures: tuple[Measure, ...] = field(
+        default=Listed((Measure.HOST, Measure.STEP)),
+        metadata=flag("--forward-cost-measures", comma_list(Measure, "measures"), "comma list of host, step"),
+    )
+    csv: Path | None = field(
+        default=None,
+        metadata=flag("--forward-cost-csv", Path, "CSV to append to; off: <out>/forward-cost/forward-cost.csv"),
+    )
+
+    def __post_init__(self) -> None:
+        if not self.label or self.round < 0:
+            raise ValueError("label must not be empty and round not negative")
+
+    def quick(self) -> ForwardCostOptions:
+        return self  # the quick size is in the repeats and the hardware probes' sizes (settings.quick)
 
 
 class OperatorCounter(TorchDispatchMode):
@@ -97,36 +134,35 @@ def forward_ms(runner: ModelRunner, rows: int, tokens: int, repeats: int = REPEA
     return statistics.median(times) * 1000
 
 
-def tiny_rows(label: str, round_: int) -> list[dict]:
-    pair = load_model_pair("tiny", device="cpu")
+def tiny_rows(label: str, round_: int, repeats: int = REPEATS, pair: ModelPair | None = None) -> list[dict]:
+    """Operators per layer and forward time on the tiny pair (``pair`` if it is the tiny one, else loaded)."""
+    pair = pair or load_model_pair("tiny", device="cpu")
     out = []
     for rows in ROWS:
         for tokens in TOKENS:
             ops = operators_per_layer(pair.verifier, rows, tokens)
-            ms = forward_ms(pair.verifier, rows, tokens)
+            ms = forward_ms(pair.verifier, rows, tokens, repeats)
             common = {"label": label, "round": round_, "preset": "tiny", "rows": rows, "tokens": tokens}
             out.append({**common, "metric": "operators_per_layer", "value": round(ops, 1)})
             out.append({**common, "metric": "forward_ms", "value": round(ms, 3)})
     return out
 
 
-def smol_rows(label: str, round_: int) -> list[dict]:
-    """The smol verifier step at C = 1 and 32 beside the machine's matmul and read rates, measured together."""
-    from workloads.bench.hardware import kv_bytes, matmul_flops, read_bandwidth
-
-    pair: ModelPair = load_model_pair("smol", device="cpu")
+def step_rows(label: str, round_: int, pair: ModelPair, quick: bool = False) -> list[dict]:
+    """``pair``'s verifier step at C = 1 and 32 beside the machine's matmul and read rates, measured together."""
     verifier = pair.verifier
     params = sum(p.numel() for p in verifier.model.parameters())
     weights = sum(p.numel() * p.element_size() for p in verifier.model.parameters())
     element = torch.empty((), dtype=verifier.dtype).element_size()
-    peak, bandwidth = matmul_flops(), read_bandwidth()
-    common = {"label": label, "round": round_, "preset": "smol", "tokens": 1}
+    sizes = QUICK if quick else FULL
+    peak, bandwidth = matmul_flops(sizes), read_bandwidth(sizes)
+    common = {"label": label, "round": round_, "preset": pair.source.get("preset") or "custom", "tokens": 1}
     out = [
         {**common, "rows": 0, "metric": "matmul_gflop_s", "value": round(peak / 1e9, 2)},
         {**common, "rows": 0, "metric": "read_gb_s", "value": round(bandwidth / 1e9, 2)},
     ]
     for rows in (1, 32):
-        ms = forward_ms(verifier, rows, 1, repeats=5)
+        ms = forward_ms(verifier, rows, 1, repeats=QUICK_REPEATS if quick else 5)
         flop_s = 2 * params * rows / (ms / 1000)
         bytes_s = (weights + kv_bytes(verifier.model, rows, CONTEXT, element)) / (ms / 1000)
         row = {**common, "rows": rows}
@@ -168,29 +204,18 @@ def render(path: Path) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m workloads.bench.forward_cost", description=__doc__.split("\n\n")[0])
-    p.add_argument("--render", type=Path, help="print the markdown table of this CSV and measure nothing")
-    p.add_argument("--label", help="what this measures, e.g. before or after (a CSV column)")
-    p.add_argument("--out", type=Path, help="CSV to append the rows to")
-    p.add_argument("--tiny", action="store_true", help="operators per layer and forward time, tiny preset")
-    p.add_argument("--smol", action="store_true", help="the smol verifier step against matmul and read rates")
-    p.add_argument("--round", type=int, default=0, help="the round this call is (a CSV column; rounds interleave)")
-    args = p.parse_args(argv)
-    if args.render:
-        print(render(args.render))
-        return
-    if not (args.label and args.out):
-        p.error("--label and --out are needed to measure")
-    if not (args.tiny or args.smol):
-        p.error("choose --tiny, --smol or both")
-    rows = tiny_rows(args.label, args.round) if args.tiny else []
-    rows += smol_rows(args.label, args.round) if args.smol else []
-    append_csv(args.out, rows)
-    for row in rows:
-        print(f"{row['label']:8} r{row['round']} {row['preset']:5} rows={row['rows']:<3} tokens={row['tokens']} "
-              f"{row['metric']:22} {row['value']}")
-
-
-if __name__ == "__main__":
-    main()
+def run(ctx: BenchContext) -> PartResult:
+    """This call's measures appended to the CSV, and the table of medians over every call rewritten beside it."""
+    o, quick = ctx.options(ForwardCostOptions), ctx.settings.quick
+    path = o.csv or ctx.out / DIRECTORY / "forward-cost.csv"
+    rows = []
+    if Measure.HOST in o.measures:
+        tiny = ctx.pair if ctx.pair.source.get("preset") == "tiny" else None
+        rows += tiny_rows(o.label, o.round, QUICK_REPEATS if quick else REPEATS, tiny)
+    if Measure.STEP in o.measures:
+        rows += step_rows(o.label, o.round, ctx.pair, quick)
+    append_csv(path, rows)
+    table = path.with_suffix(".md")
+    table.write_text(render(path) + "\n")
+    notes = [f"{len(rows)} rows appended to {path}; the medians of every round: {table}."]
+    return PartResult(NAME, "The cost of one forward: operators per layer, host time, the step", rows, [], [], notes)

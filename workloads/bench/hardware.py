@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from typing import NamedTuple
 
 import torch
 
@@ -27,13 +28,22 @@ from engine.profiling.measure import CONTEXT, measure
 from workloads.bench.common import BenchContext, PartResult
 
 NAME = "5-hardware"
-MATMUL_N = 2048
-READ_BYTES = 1024 * 2**20
-REPEATS = 5
 BATCHES = (1, 32)
 
 
-def _median_time(fn, repeats: int = REPEATS) -> float:
+class ProbeSizes(NamedTuple):
+    """How big the machine's probes are: large enough to reach its peaks, or (--quick) just to run."""
+
+    matmul_n: int
+    read_bytes: int  # far larger than the caches, so the sum streams from memory
+    repeats: int
+
+
+FULL = ProbeSizes(2048, 1024 * 2**20, 5)
+QUICK = ProbeSizes(256, 16 * 2**20, 2)
+
+
+def _median_time(fn, repeats: int) -> float:
     fn()  # warm-up
     times = []
     for _ in range(repeats):
@@ -43,14 +53,15 @@ def _median_time(fn, repeats: int = REPEATS) -> float:
     return statistics.median(times)
 
 
-def matmul_flops(n: int = MATMUL_N) -> float:
+def matmul_flops(sizes: ProbeSizes = FULL) -> float:
+    n = sizes.matmul_n
     a, b = torch.randn(n, n), torch.randn(n, n)
-    return 2 * n**3 / _median_time(lambda: torch.mm(a, b))
+    return 2 * n**3 / _median_time(lambda: torch.mm(a, b), sizes.repeats)
 
 
-def read_bandwidth(nbytes: int = READ_BYTES) -> float:
-    src = torch.ones(nbytes // 4)
-    return nbytes / _median_time(lambda: src.sum())
+def read_bandwidth(sizes: ProbeSizes = FULL) -> float:
+    src = torch.ones(sizes.read_bytes // 4)
+    return sizes.read_bytes / _median_time(lambda: src.sum(), sizes.repeats)
 
 
 def kv_bytes(model, rows: int, context: int, element_size: int) -> int:
@@ -66,8 +77,9 @@ def run(ctx: BenchContext) -> PartResult:
     weights = sum(p.numel() * p.element_size() for p in verifier.model.parameters())
     element = torch.empty((), dtype=verifier.dtype).element_size()
     rows = []
+    sizes = QUICK if ctx.settings.quick else FULL
     for round_ in range(ctx.settings.rounds):
-        peak_flops, bandwidth = matmul_flops(), read_bandwidth()
+        peak_flops, bandwidth = matmul_flops(sizes), read_bandwidth(sizes)
         profile = measure(ctx.pair, ProfileShape(max(BATCHES), 1, with_draft=False))
         rows.append({"group": "machine", "round": round_, "label": "matmul", "flop_s": peak_flops})
         rows.append({"group": "machine", "round": round_, "label": "memory read", "bytes_s": bandwidth})

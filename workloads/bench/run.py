@@ -6,6 +6,10 @@ goal met or missed, with its figure), ``notes.csv``, ``bench.json`` (setup,
 machine, timings), ``figures/`` (``figures.html``, PNGs where kaleido works)
 and the run directories ``load-sweep/`` and ``lanes/`` (the dashboard's Runs
 page lists and opens them; ``python -m workloads report`` too).
+The studies that run when named (``--parts drafters,suffix,forward-cost``)
+write their own files into ``drafters/``, ``suffix/`` and ``forward-cost/``
+beside these (``workloads.bench.parts``); their options are flags named after
+them (``--drafters-loads``, ``--suffix-rounds``, …).
 ``--render-docs DIR`` writes ``docs/results.md``'s generated parts from such a
 directory instead of measuring.
 """
@@ -22,42 +26,53 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from engine.flags import OneLineErrorParser, add_config_args, config_from_args
 from workloads import bench
-from workloads.bench import dashboard_cost, hardware, lanes, load, overhead, single
-from workloads.bench.common import GOALS_CSV, SUMMARY_CSV, BenchContext, BenchSettings, PartResult, write_csv
-
-PARTS = {m.NAME: m for m in (overhead, single, load, lanes, hardware, dashboard_cost)}
-ALIASES = {name.split("-", 1)[0]: name for name in PARTS} | {name.split("-", 1)[1]: name for name in PARTS}
-
-
-def parse_parts(text: str) -> list[str]:
-    chosen = []
-    for token in (t.strip() for t in text.split(",") if t.strip()):
-        name = token if token in PARTS else ALIASES.get(token)
-        if name is None:
-            raise SystemExit(
-                f"python -m workloads bench: error: unknown part {token!r}; choose from {', '.join(PARTS)}"
-            )
-        chosen.append(name)
-    return chosen
+from workloads.bench.common import (
+    GOALS_CSV,
+    SUMMARY_CSV,
+    BenchContext,
+    BenchSettings,
+    PartOptions,
+    PartResult,
+    write_csv,
+)
+from workloads.bench.load import NAME as LOAD
+from workloads.bench.parts import PARTS, SUITE, parse_parts
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineErrorParser(
         prog="python -m workloads bench",
         description=bench.__doc__.split("\n\n")[0].replace("``", ""),
         epilog="Parts: " + ", ".join(PARTS) + ". " + __doc__.split("\n\n")[1].replace("``", ""),
     )
-    p.add_argument("--quick", action="store_true", help="1 round, few prompts, C in 1,4,16 (minutes, not an hour)")
+    p.add_argument("--quick", action="store_true", help="1 round, the smallest sizes of every part (seconds on tiny)")
     p.add_argument("--preset", default="smol", help="model pair preset (default %(default)s)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default %(default)s)")
     p.add_argument("--out", help="bench directory (default runs/bench-<date-time>)")
-    p.add_argument("--parts", default=",".join(PARTS), help="comma list of parts, by name or number")
-    p.add_argument("--rounds", type=int, help="override the rounds of every part")
+    p.add_argument(
+        "--parts", default=",".join(SUITE), help="comma list of parts, by name or number (default: the suite)"
+    )
+    p.add_argument("--rounds", type=int, help="override the rounds of every part that counts them")
     p.add_argument("--conditions", default="", help="what else ran on the machine, recorded with the figures")
     p.add_argument("--render-docs", metavar="DIR", help="write --docs from DIR's CSVs; measure nothing")
     p.add_argument("--docs", default="docs/results.md", help="the results page to write (default %(default)s)")
+    for part in PARTS.values():
+        if part.options is not None:
+            add_config_args(
+                p.add_argument_group(f"{part.name} (with --parts {part.name.split('-', 1)[1]})"), part.options
+            )
     return p
+
+
+def part_options(kind: type, argv: list[str] | None) -> PartOptions:
+    """The options of type ``kind`` given in ``argv``, read by a parser of their own: two parts' fields may share
+    a name (``loads``), so the one parser that checks and documents every flag cannot tell them apart."""
+    own = argparse.ArgumentParser(add_help=False)
+    add_config_args(own, kind)
+    known, _ = own.parse_known_args(argv)
+    return config_from_args(kind, known)
 
 
 def print_table(results: list[PartResult]) -> None:
@@ -84,7 +99,7 @@ def figures(out: Path, results: list[PartResult]) -> list[str]:
 
     figs = []
     for part in results:
-        if part.name == load.NAME:
+        if part.name == LOAD:
             figs += [("load-throughput", load_curve(part.rows, "output_tok_s", "Output tokens/s against C"))]
             figs += [("load-tpot-p99", load_curve(part.rows, "tpot_p99_ms", "TPOT p99 (ms) against C"))]
             figs += [("load-pareto", pareto(part.rows))]
@@ -94,7 +109,8 @@ def figures(out: Path, results: list[PartResult]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.render_docs:
         from workloads.bench.docs import render
 
@@ -106,10 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     from engine.terminal_progress import progress_bar
     from workloads.drivers.environment import run_context
 
-    parts = parse_parts(args.parts)
-    settings = BenchSettings.quick_settings() if args.quick else BenchSettings.full()
-    if args.rounds is not None:
-        settings = replace(settings, rounds=args.rounds)
+    try:  # every bad value in one line before any model loads
+        parts = parse_parts(args.parts)
+        settings = BenchSettings.quick_settings() if args.quick else BenchSettings.full()
+        if args.rounds is not None:
+            settings = replace(settings, rounds=args.rounds)
+        options = tuple(part_options(PARTS[n].options, argv) for n in parts if PARTS[n].options is not None)
+    except ValueError as exc:
+        parser.error(str(exc))
     out = Path(args.out) if args.out else Path("runs") / datetime.now().strftime("bench-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     began, start = datetime.now(UTC).isoformat(timespec="seconds"), time.perf_counter()
@@ -118,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     with progress_bar() as measuring:  # the step costs every part's engines read: once per machine, first
         prepare_default_profiles(pair, measuring)
     context = run_context(pair)
-    ctx = BenchContext(pair, settings, out, {**context, "invocation": {"argv": sys.argv[1:]}})
+    ctx = BenchContext(pair, settings, out, {**context, "invocation": {"argv": sys.argv[1:]}}, options)
     results, timings = [], {}
 
     def record(skipped: list[str]) -> dict:

@@ -10,7 +10,17 @@ tokenizer, as in the ``qwen-coder`` preset); other pairs leave it out and say so
 from __future__ import annotations
 
 from engine.config import ENGINES, EngineConfig, SamplingParams
-from workloads.bench.common import BenchContext, PartResult, find, first, held_out, ratio_summary, rotated, spread
+from workloads.bench.common import (
+    BenchContext,
+    PartResult,
+    find,
+    first,
+    held_out,
+    ratio_summary,
+    rotated,
+    same_output_note,
+    spread,
+)
 from workloads.bench.reference import hf_generate
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.replay import replay
@@ -63,7 +73,7 @@ def run(ctx: BenchContext) -> PartResult:
     notes = [
         f"Fastest engine one request at a time: {best}, {spread(find(summary, 'C=1', best, 'output_tok_s'))} ar; "
         f"transformers' prompt-lookup generate: {spread(find(summary, 'C=1', HF_LOOKUP, 'output_tok_s'))} ar.",
-        f"Every output equal to ar's: {all(r['same_output_as_ar'] for r in rows)}.",
+        same_output_note(rows, "same_output_as_ar"),
     ]
     if assistant is None:
         notes.append("Assisted generation left out: this pair's draft is not a transformers assistant model.")

@@ -1,9 +1,10 @@
-"""``python -m workloads.bench.suffix``: does suffix drafting pay, after a warm-up of other requests?
+"""Part 8, suffix drafting (``python -m workloads bench --parts suffix``): does it pay, after a warm-up of
+other requests?
 
 Drafters compared, each through the Baseline engine with the ``cost``
 controller, against AR (the verifier alone): ``ngram`` (prompt lookup),
-``model+ngram`` and ``suffix``, at closed-loop concurrencies ``--loads``, on
-three prompt sets:
+``model+ngram`` and ``suffix``, at closed-loop concurrencies ``--suffix-loads``, on
+three prompt sets (``--suffix-sets``):
 
 * ``sharegpt``: the held-out ShareGPT prompts (``workloads/datasets/data``);
 * ``mt-bench``: MT-Bench's first turns outside the coding category;
@@ -12,7 +13,7 @@ three prompt sets:
 No leakage: the suffix engines' global tree starts from a *warm-up set* – the
 outputs the AR engine generated greedily for ``--warmup`` prompts of the
 bundled ShareGPT package, none of them a measured prompt – written to
-``warmup.json`` under ``--out`` and handed to the engine as ``suffix_warmup``;
+``warmup.json`` in ``<out>/suffix`` and handed to the engine as ``suffix_warmup``;
 during a run it learns only from the run's requests that completed before.
 Every run builds a fresh engine (a fresh tree), warms its first forwards with
 one warm-up prompt rather than a measured one, and records what its tree held
@@ -21,25 +22,37 @@ at the end.
 Runs are interleaved round by round in a rotating order; each drafter's
 tokens/s is divided by AR's in the same round, set and load, and the table
 gives the median ratio and its min–max over rounds, and whether every output
-equalled AR's token for token. ``--sets`` and ``--rounds`` split a benchmark
+equalled AR's token for token. ``--suffix-sets`` and ``--suffix-rounds`` (the
+round numbers a call runs; ``none``: the warm-up set alone) split a benchmark
 into calls short enough for a shared machine; each call appends to
-``runs.csv`` and rewrites ``summary.csv`` (what ``docs/results.md`` renders)
-from all rows so far.
+``<out>/suffix/runs.csv`` and rewrites ``summary.csv`` there (what
+``docs/results.md`` renders) from all rows so far; the suite's rows and summary
+are those same rows.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import statistics
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from engine.config import ControllerConfig, EngineConfig, EngineName, SamplingParams
+from engine.config import ControllerConfig, EngineConfig, EngineName, SamplingParams, flag
+from engine.profiling import prepare_profiles
 from engine.request import Request
-from workloads.bench.drafters import HELD_OUT, MT_BENCH
+from workloads.bench.common import (
+    HELD_OUT,
+    BenchContext,
+    Listed,
+    PartResult,
+    comma_list,
+    one_of,
+    ratio_summary,
+    same_output_note,
+)
+from workloads.datasets.mt_bench import MT_BENCH_QUESTIONS as MT_BENCH
 from workloads.datasets.sharegpt import SampledRequest
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.replay import replay
@@ -50,6 +63,54 @@ SETUPS = ("ar", "ngram", "model+ngram", "suffix")
 COLD = "suffix (empty tree)"  # suffix drafting without the warm-up set: the tree learns from the run alone
 SETS = ("sharegpt", "mt-bench", "coding")
 CODING = "coding"  # MT-Bench's category of programming questions
+NAME = "8-suffix"
+TITLE = "Suffix drafting after a warm-up of other requests, against ar"
+DIRECTORY = "suffix"  # under the bench directory: warmup.json, runs.csv, summary.csv
+
+
+@dataclass(frozen=True)
+class SuffixOptions:
+    """Which sets, loads, rounds and drafters one call of the suffix part measures."""
+
+    sets: tuple[str, ...] = field(
+        default=Listed(SETS),
+        metadata=flag("--suffix-sets", comma_list(one_of(SETS), "sets"), "comma list of prompt sets"),
+    )
+    loads: tuple[int, ...] = field(
+        default=Listed((1, 4, 16)), metadata=flag("--suffix-loads", comma_list(int, "loads"), "C")
+    )
+    # round numbers, not a count: calls of one benchmark each run some rounds and append them to runs.csv
+    round_numbers: tuple[int, ...] = field(
+        default=Listed((0,)),
+        metadata=flag("--suffix-rounds", comma_list(int, "rounds"), "round numbers this call runs (none: warm-up)"),
+    )
+    prompts: int = field(default=8, metadata=flag("--suffix-prompts", int, "prompts per run at C = 1 (2 x C above)"))
+    warmup: int = field(default=256, metadata=flag("--suffix-warmup", int, "warm-up requests the tree starts from"))
+    max_new_tokens: int = field(default=96, metadata=flag("--suffix-max-new-tokens", int, "cap on each output"))
+    setups: tuple[str, ...] = field(
+        default=Listed(SETUPS),
+        metadata=flag("--suffix-setups", comma_list(one_of((*SETUPS, COLD)), "setups"), f"drafters, or {COLD!r}"),
+    )
+
+    def __post_init__(self) -> None:
+        if not self.loads:
+            raise ValueError("loads needs at least one concurrency")
+        if min(self.prompts, self.warmup, self.max_new_tokens, *self.loads) < 1:
+            raise ValueError("prompts, warmup, max_new_tokens and loads must be positive")
+        if min(self.round_numbers, default=0) < 0:
+            raise ValueError("round_numbers must not be negative")
+        if "ar" not in self.setups:
+            raise ValueError("setups need ar: every ratio is to AR's run in the same round")
+
+    def quick(self) -> SuffixOptions:
+        return replace(
+            self,
+            loads=tuple(c for c in self.loads if c <= 4) or (1,),
+            round_numbers=self.round_numbers[:1],
+            prompts=min(self.prompts, 2),
+            warmup=min(self.warmup, 4),
+            max_new_tokens=min(self.max_new_tokens, 8),
+        )
 
 
 def engine_config(setup: str, warmup: Path) -> EngineConfig:
@@ -97,7 +158,7 @@ def greedy(max_new: int) -> SamplingParams:
     return SamplingParams(max_new_tokens=max_new, seed=0)
 
 
-def run(pair, setup: str, warmup: Path, warm_prompt: list[int], trace: Trace, c: int, max_new: int) -> dict:
+def measure(pair, setup: str, warmup: Path, warm_prompt: list[int], trace: Trace, c: int, max_new: int) -> dict:
     """One measured run on a fresh engine; its tokens/s, outputs and the tree it ended with."""
     from engine.schedulers.registry import make_engine
 
@@ -155,62 +216,49 @@ def summarise(rows: list[dict]) -> list[dict]:
     return table
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workloads.bench.suffix", description=__doc__)
-    parser.add_argument("--preset", default="smol")
-    parser.add_argument("--sets", default=",".join(SETS), help="comma list of " + ", ".join(SETS))
-    parser.add_argument("--loads", default="1,4,16")
-    parser.add_argument("--rounds", default="1", help="comma list of round numbers this call runs (none: warm-up only)")
-    parser.add_argument("--prompts", type=int, default=8, help="prompts per run at C = 1 (2 x C at higher loads)")
-    parser.add_argument("--warmup", type=int, default=256, help="warm-up requests the suffix tree starts from")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--setups", default=",".join(SETUPS), help=f"comma list of {', '.join(SETUPS)}, {COLD}")
-    parser.add_argument("--out", default="runs/suffix-bench")
-    args = parser.parse_args(argv)
-    from engine.models.pair import load_model_pair
-    from engine.profiling import prepare_profiles
-
-    out = Path(args.out)
+def run(ctx: BenchContext) -> PartResult:
+    """The rounds ``--suffix-rounds`` names, appended to ``<out>/suffix/runs.csv``; the warm-up set first, once."""
+    o, pair = ctx.options(SuffixOptions), ctx.pair
+    out = ctx.out / DIRECTORY
     out.mkdir(parents=True, exist_ok=True)
-    pair = load_model_pair(args.preset)
-    loads = [int(c) for c in args.loads.split(",")]
-    sets = args.sets.split(",")
-    biggest = max(args.prompts, 2 * max(loads))
-    traces = {name: prompt_set(pair, name, biggest, args.max_new_tokens) for name in SETS}
-    warmup = warmup_file(pair, out, args.warmup, args.max_new_tokens, list(traces.values()))
+    biggest = max(o.prompts, 2 * max(o.loads))
+    traces = {name: prompt_set(pair, name, biggest, o.max_new_tokens) for name in SETS}
+    warmup = warmup_file(pair, out, o.warmup, o.max_new_tokens, list(traces.values()))
     warm_prompt = load_trace(DatasetSpec(), pair, 1, 2, 8).items[0].prompt_token_ids
-    setups = tuple(args.setups.split(","))
-    for setup in setups:
+    for setup in o.setups:
         prepare_profiles(pair, engine_config(setup, warmup), ["baseline"])
     csv_path = out / "runs.csv"
     rows = list(csv.DictReader(csv_path.open())) if csv_path.exists() else []
-    if args.rounds == "none":
-        return 0
-    for round_ in [int(r) for r in args.rounds.split(",")]:
-        for name in sets:
-            for c in loads:
-                trace = Trace(traces[name].items[: max(args.prompts, 2 * c)], traces[name].source, 0)
-                order = setups[round_ % len(setups) :] + setups[: round_ % len(setups)]
-                results = {s: run(pair, s, warmup, warm_prompt, trace, c, args.max_new_tokens) for s in order}
-                for setup in setups:
+    for round_ in o.round_numbers:
+        for name in o.sets:
+            for c in o.loads:
+                trace = Trace(traces[name].items[: max(o.prompts, 2 * c)], traces[name].source, 0)
+                order = o.setups[round_ % len(o.setups) :] + o.setups[: round_ % len(o.setups)]
+                results = {s: measure(pair, s, warmup, warm_prompt, trace, c, o.max_new_tokens) for s in order}
+                for setup in o.setups:
                     r = results[setup]
                     row = {"round": round_, "set": name, "concurrency": c, "setup": setup, "prompts": len(trace.items)}
                     row |= {k: v for k, v in r.items() if k != "outputs"}
                     rows.append(row | {"identical": r["outputs"] == results["ar"]["outputs"]})
                     print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    with csv_path.open("w", newline="") as fh:
+    notes = [f"Warm-up set: {json.loads(warmup.read_text())['source']} ({warmup})."]
+    if not rows:
+        return PartResult(NAME, TITLE, [], [], [], notes)
+    write_table(csv_path, rows)
+    write_table(out / "summary.csv", summarise(rows))
+    suite_rows = [
+        {"group": f"{r['set']} C={r['concurrency']}", "round": int(r["round"]), "label": r["setup"],
+         "output_tok_s": float(r["output_tok_s"]), "identical": r["identical"] in (True, "True")}
+        for r in rows
+    ]  # fmt: skip
+    notes.insert(0, same_output_note(suite_rows, "identical"))
+    notes.append(f"Table: {out / 'summary.csv'}.")
+    return PartResult(NAME, TITLE, suite_rows, ratio_summary(suite_rows, "output_tok_s", "ar", NAME), [], notes)
+
+
+def write_table(path: Path, rows: list[dict]) -> None:
+    """``rows`` as CSV, the columns of the first row (the files' layout since the benchmark's first call)."""
+    with path.open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    table = summarise(rows)
-    with (out / "summary.csv").open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(table[0]))
-        writer.writeheader()
-        writer.writerows(table)
-    for row in table:
-        print(" | ".join(str(v) for v in row.values()))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

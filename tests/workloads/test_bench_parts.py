@@ -1,0 +1,204 @@
+"""Every part of ``python -m workloads bench`` in its --quick mode, end to end on the tiny pair: the rows it
+writes, and its "every output identical" check, shown to fail when one engine's output is made to differ.
+
+The load sweep and the overhead part's passing run are in test_bench.py (with the docs renderer).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.config import ENGINES
+from metrics.runs import list_run_dirs
+from workloads.bench import drafters, overhead, single, suffix
+from workloads.bench.common import read_csv
+from workloads.bench.run import main
+
+QUICK = ["--quick", "--preset", "tiny", "--device", "cpu"]
+
+
+def bench(out: Path, *args: str) -> Path:
+    assert main([*QUICK, "--out", str(out), *args]) == 0
+    return out
+
+
+def notes_of(out: Path, part: str) -> list[str]:
+    return [n["note"] for n in read_csv(out / "notes.csv") if n["part"] == part]
+
+
+def one_output_longer(module, monkeypatch, wanted) -> None:
+    """Make ``module``'s replay hand back one extra token on the first request of the runs ``wanted(spec)``
+    picks: the engine's output then differs from the reference's, as a lossless bug would make it."""
+    real = module.replay
+
+    def replay(pair, trace, spec, *args, **kwargs):
+        result = real(pair, trace, spec, *args, **kwargs)
+        if wanted(spec):
+            result.requests[0].output_token_ids.append(result.requests[0].output_token_ids[0])
+        return result
+
+    monkeypatch.setattr(module, "replay", replay)
+
+
+def test_single_stream_runs_every_engine_and_transformers_with_outputs_equal_to_ar(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "single")
+    rows = read_csv(out / "2-single.csv")
+    assert {r["label"] for r in rows} >= {*ENGINES, single.HF, single.HF_LOOKUP}
+    assert all(float(r["output_tok_s"]) > 0 for r in rows)
+    assert {r["same_output_as_ar"] for r in rows} == {"True"}
+    assert "Every output equal to ar's: True." in notes_of(out, single.NAME)
+
+
+def test_single_streams_identical_output_check_fails_when_one_engine_differs(tmp_path, monkeypatch):
+    one_output_longer(single, monkeypatch, lambda spec: spec.engine == "pdv")
+    out = bench(tmp_path / "b", "--parts", "single")
+    same = {r["label"]: r["same_output_as_ar"] for r in read_csv(out / "2-single.csv")}
+    assert same["pdv"] == "False" and same["baseline"] == same["ar"] == "True"
+    [note] = [n for n in notes_of(out, single.NAME) if n.startswith("Every output")]
+    assert note.startswith("Every output equal to ar's: False. Different: pdv (C=1, round 0)")
+
+
+def test_overheads_identical_output_check_fails_when_transformers_differs(tmp_path, monkeypatch):
+    real = overhead.hf_generate
+
+    def hf_generate(*args, **kwargs):
+        tok_s, outputs = real(*args, **kwargs)
+        return tok_s, [outputs[0] + [0], *outputs[1:]]
+
+    monkeypatch.setattr(overhead, "hf_generate", hf_generate)
+    out = bench(tmp_path / "b", "--parts", "overhead")
+    assert {r["same_output"] for r in read_csv(out / "1-overhead.csv")} == {"False"}
+    assert "identical on every prompt: False." in notes_of(out, overhead.NAME)[0]
+
+
+def test_lanes_run_pdv_pd_and_baseline_under_mixed_traffic_into_a_run_directory(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "lanes")
+    rows = read_csv(out / "4-lanes.csv")
+    assert sorted(r["label"] for r in rows) == ["baseline", "pd", "pdv"]
+    assert all(float(r["output_tok_s"]) > 0 and float(r["tpot_p99_ms"]) > 0 for r in rows)
+    runs = {info.path.name: info for info in list_run_dirs(out)}
+    assert set(runs["lanes"].engines) == {"baseline", "pd", "pdv"}
+    goals = [g for g in read_csv(out / "goals.csv") if g["part"] == "4-lanes"]
+    assert len(goals) == 2 and {g["met"] for g in goals} <= {"met", "missed"}
+
+
+def test_hardware_measures_the_machine_and_the_verifier_step_at_both_batches(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "hardware")
+    rows = read_csv(out / "5-hardware.csv")
+    assert {(r["group"], r["label"]) for r in rows} == {
+        ("machine", "matmul"),
+        ("machine", "memory read"),
+        ("C=1", "verifier step"),
+        ("C=32", "verifier step"),
+    }
+    steps = [r for r in rows if r["label"] == "verifier step"]
+    assert all(float(r["step_ms"]) > 0 and float(r["flop_share"]) > 0 and float(r["bytes_share"]) > 0 for r in steps)
+    assert any(n.startswith("C = 32: the verifier step reaches") for n in notes_of(out, "5-hardware"))
+
+
+def test_dashboard_cost_reads_snapshots_only_in_the_watched_runs(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "dashboard")
+    snapshots = {r["label"]: int(r["snapshots"]) for r in read_csv(out / "6-dashboard.csv")}
+    # the watcher reads when the run starts, then every second: at least one page of cards per watched run
+    assert snapshots["without"] == 0 and snapshots["with live sampling"] >= 4
+    [goal] = [g for g in read_csv(out / "goals.csv") if g["part"] == "6-dashboard"]
+    assert goal["met"] in {"met", "missed"} and "unwatched" in goal["figure"]
+
+
+def test_drafters_compare_every_setup_with_ar_in_its_own_directory(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "drafters", "--drafters-cases", "single,load")
+    runs = read_csv(out / "drafters" / "runs.csv")
+    engines = [r for r in runs if r["case"] == "single" and not r["label"].startswith("transformers")]
+    assert [r["label"] for r in engines] == [s.label for s in drafters.SETUPS]
+    assert {r["identical"] for r in runs} == {"True"}
+    assert {r["group"] for r in runs if r["case"] == "load"} == {"C=1", "C=4"}  # --quick: the first two loads
+    assert read_csv(out / "drafters" / "summary-single.csv")[0]["x AR (median)"] == "1.0"
+    assert not (out / "drafters" / "summary-mtbench.csv").exists()
+    summary = [s for s in read_csv(out / "summary.csv") if s["part"] == drafters.NAME]
+    assert {s["group"] for s in summary} == {"single C=1", "load C=1", "load C=4"}
+    assert "Every output equal to ar's: True." in notes_of(out, drafters.NAME)
+
+
+def test_drafters_identical_output_check_fails_when_one_setup_differs(tmp_path, monkeypatch):
+    one_output_longer(drafters, monkeypatch, lambda spec: spec.settings.config.drafter == "ngram")
+    out = bench(tmp_path / "b", "--parts", "drafters", "--drafters-cases", "mtbench")
+    runs = read_csv(out / "drafters" / "runs.csv")
+    assert {r["identical"] for r in runs if r["label"] == "ngram L4"} == {"False"}
+    assert {r["identical"] for r in runs if r["label"] != "ngram L4"} == {"True"}
+    assert "Different: ngram L4 (mtbench coding, round 0)" in notes_of(out, drafters.NAME)[0]
+
+
+SUFFIX_RUNS = ["round", "set", "concurrency", "setup", "prompts", "output_tok_s", "acceptance", "tree_tokens",
+               "tree_sequences", "tree_nodes", "identical"]  # fmt: skip
+
+
+def test_suffix_writes_its_warmup_then_appends_each_calls_rounds(tmp_path):
+    out = tmp_path / "b"
+    bench(out, "--parts", "suffix", "--suffix-rounds", "none")  # the warm-up set alone
+    assert (out / "suffix" / "warmup.json").exists() and not (out / "suffix" / "runs.csv").exists()
+    bench(out, "--parts", "suffix", "--suffix-sets", "sharegpt,coding", "--suffix-loads", "1")
+    bench(out, "--parts", "suffix", "--suffix-sets", "sharegpt,coding", "--suffix-loads", "1", "--suffix-rounds", "1")
+    runs = read_csv(out / "suffix" / "runs.csv")
+    assert list(runs[0]) == SUFFIX_RUNS
+    assert len(runs) == 2 * 2 * len(suffix.SETUPS) and {r["round"] for r in runs} == {"0", "1"}
+    assert {r["identical"] for r in runs} == {"True"}
+    assert int(next(r for r in runs if r["setup"] == "suffix")["tree_tokens"]) > 0
+    table = read_csv(out / "suffix" / "summary.csv")
+    assert {(r["set"], r["drafter"], r["rounds"]) for r in table} == {
+        (s, d, "2") for s in ("sharegpt", "coding") for d in suffix.SETUPS
+    }
+    assert "Every output equal to ar's: True." in notes_of(out, suffix.NAME)
+
+
+def suffix_drafting(spec) -> bool:
+    return spec.engine != "ar" and spec.settings.config.drafter == "suffix"
+
+
+def test_suffix_identical_output_check_fails_when_suffix_drafting_differs(tmp_path, monkeypatch):
+    # AR's config names the default drafter too, which AR never runs: pick the Baseline runs
+    one_output_longer(suffix, monkeypatch, suffix_drafting)
+    out = bench(tmp_path / "b", "--parts", "suffix", "--suffix-sets", "coding", "--suffix-loads", "1")
+    runs = read_csv(out / "suffix" / "runs.csv")
+    assert {r["setup"]: r["identical"] for r in runs} == {"ar": "True", "ngram": "True", "model+ngram": "True",
+                                                           "suffix": "False"}  # fmt: skip
+    assert "Different: suffix (coding C=1, round 0)" in notes_of(out, suffix.NAME)[0]
+
+
+def test_forward_cost_appends_labelled_rounds_and_renders_their_medians(tmp_path):
+    out = tmp_path / "b"
+    for label in ("before", "after"):
+        bench(out, "--parts", "forward-cost", "--forward-cost-label", label)
+    rows = read_csv(out / "forward-cost" / "forward-cost.csv")
+    assert {r["label"] for r in rows} == {"before", "after"}
+    ops = [r for r in rows if r["metric"] == "operators_per_layer"]
+    assert {(r["rows"], r["tokens"]) for r in ops} == {(str(n), str(t)) for n in (1, 8, 32) for t in (1, 5)}
+    assert all(float(r["value"]) > 0 for r in rows if not r["metric"].endswith("_share"))  # tiny's shares round to 0
+    assert {r["metric"] for r in rows if r["rows"] == "32"} >= {"step_ms", "matmul_share", "read_share"}
+    table = (out / "forward-cost" / "forward-cost.md").read_text()
+    assert "| tiny | 32 | 1 | operators_per_layer |" in table and "–" not in table.split("| tiny | 1 | 1 |")[1][:40]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--parts", "nine"], "unknown part 'nine'"),
+        (["--parts", "suffix", "--suffix-setups", "ngram,suffix"], "--suffix-setups need ar"),
+        (["--parts", "drafters", "--drafters-prompts", "0"], "--drafters-prompts"),
+        (["--parts", "forward-cost", "--forward-cost-measures", "disk"], "--forward-cost-measures"),
+    ],
+)
+def test_a_bad_part_option_is_one_error_before_any_model_loads(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as exit_:
+        main([*QUICK, "--out", str(tmp_path / "b"), *flags])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "b").exists()
+
+
+def test_two_parts_options_of_the_same_name_stay_apart():
+    from workloads.bench.run import part_options
+
+    argv = ["--parts", "drafters,suffix", "--rounds", "2", "--drafters-loads", "1,2", "--suffix-loads", "4"]
+    assert part_options(drafters.DrafterOptions, argv).loads == (1, 2)
+    assert part_options(suffix.SuffixOptions, argv).loads == (4,)
