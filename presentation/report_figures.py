@@ -106,13 +106,21 @@ def latency_percentiles(summary: pd.DataFrame, metric: str) -> go.Figure:
     return fig
 
 
-def over_time(ts: pd.DataFrame, column: str, title: str, y_title: str, styles: dict[str, dict[str, str]]) -> go.Figure:
-    """``column`` against seconds since each run started: one panel per engine (so a dozen runs do not tangle),
-    one line per run in its engine's colour, each repeat in its own shade and dash."""
+def over_time(
+    ts: pd.DataFrame,
+    column: str,
+    title: str,
+    y_title: str,
+    styles: dict[str, dict[str, str]],
+    x: str = "t_s",
+    x_title: str = "seconds since the run started",
+) -> go.Figure:
+    """``column`` against ``x`` (by default seconds since each run started): one panel per engine (so a dozen
+    runs do not tangle), one line per run in its engine's colour, each repeat in its own shade and dash."""
     data = ts.dropna(subset=[column])
     engines = list(dict.fromkeys(data["engine"].astype(str)))
     if not engines:
-        return _figure(f"{title} (no run recorded it)", "seconds since the run started", y_title)
+        return _figure(f"{title} (no run recorded it)", x_title, y_title)
     fig = make_subplots(
         rows=len(engines), cols=1, shared_xaxes=True, shared_yaxes=True, vertical_spacing=0.08,
         subplot_titles=[engine_label(e) for e in engines],
@@ -120,10 +128,33 @@ def over_time(ts: pd.DataFrame, column: str, title: str, y_title: str, styles: d
     for row, engine in enumerate(engines, start=1):
         for label, g in _by_run(data[data["engine"].astype(str) == engine], styles):
             line = styles.get(str(label), {})
-            fig.add_trace(go.Scatter(x=g["t_s"], y=g[column], name=str(label), mode="lines", line=line), row=row, col=1)
+            fig.add_trace(go.Scatter(x=g[x], y=g[column], name=str(label), mode="lines", line=line), row=row, col=1)
         fig.update_yaxes(title=y_title, row=row, col=1)
-    fig.update_xaxes(title="seconds since the run started", row=len(engines), col=1)
+    fig.update_xaxes(title=x_title, row=len(engines), col=1)
     _panel_layout(fig, title, len(engines))
+    return fig
+
+
+def acceptance_so_far(requests: pd.DataFrame, styles: dict[str, dict[str, str]]) -> go.Figure:
+    """Accepted / drafted over each run's requests finished so far, one panel per engine, one line per run.
+
+    A rate per sampling window jumps between 0 and 1 when a window holds one
+    verify step; the running rate over finished requests (summed in round, then
+    finishing order) settles as they add up, as the dashboard draws it. Runs
+    that drafted nothing (AR) have no line.
+    """
+    needed = {"drafted_tokens", "accepted_tokens", "finish_s", "round"}
+    rows = requests[requests["drafted_tokens"] > 0] if needed <= set(requests) else requests.iloc[0:0]
+    title, x_title, y_title = "Acceptance over the requests finished so far", "requests finished", "accepted / drafted"
+    if rows.empty:
+        return _figure(f"{title} (no run drafted)", x_title, y_title)
+    running = []
+    for _, g in rows.groupby(rows["label"].astype(str), sort=False):
+        g = g.sort_values(["round", "finish_s"], kind="stable")
+        rate = g["accepted_tokens"].cumsum() / g["drafted_tokens"].cumsum()
+        running.append(g.assign(finished=range(1, len(g) + 1), running_acceptance=rate))
+    fig = over_time(pd.concat(running), "running_acceptance", title, y_title, styles, x="finished", x_title=x_title)
+    fig.update_yaxes(range=[0, 1.05])
     return fig
 
 

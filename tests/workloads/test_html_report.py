@@ -105,3 +105,22 @@ def test_a_directory_without_runs_is_one_clear_error(tmp_path, capsys):
     assert main([str(tmp_path), "--out", str(tmp_path / "r.html")]) == 2
     assert "is not a run directory" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
+
+
+def test_acceptance_is_drawn_as_the_running_rate_over_finished_requests_round_by_round():
+    from presentation.report_figures import acceptance_so_far
+
+    requests = pd.DataFrame(
+        {
+            "label": ["PDV · C=2", "PDV · C=2", "PDV · C=2", "AR · C=2"],
+            "engine": ["pdv", "pdv", "pdv", "ar"],
+            "round": [2, 1, 1, 1],
+            "finish_s": [0.5, 2.0, 1.0, 1.0],
+            "drafted_tokens": [4, 4, 2, 0],
+            "accepted_tokens": [0, 4, 1, 0],
+        }
+    )
+    (line,) = acceptance_so_far(requests, {"PDV · C=2": {}, "AR · C=2": {}}).data  # AR drafts nothing: no line
+    assert line.name == "PDV · C=2" and list(line.x) == [1, 2, 3]
+    # round 1 in finishing order (1/2, then 5/6), then round 2 (5/10): sums of counts, not a mean of ratios
+    assert list(line.y) == pytest.approx([0.5, 5 / 6, 0.5])

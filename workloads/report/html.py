@@ -5,7 +5,8 @@ units, "—" where a value does not apply, each run's output tokens/s and TPOT
 against the AR run at the same load when the runs include one), what each
 metric means, the setup (what every run shares once, then what differs), the
 charts – tokens/s, × AR, TTFT and TPOT percentiles, the lanes' queue depth,
-draft length and acceptance over time, acceptance by draft position – and a
+draft length over time, acceptance over the requests finished so far (a running
+rate, not one per sampling window), acceptance by draft position – and a
 link to each run directory's per-request CSV. Every run is named by engine and
 load (``PDV · R=1.5/s #2``) and drawn in its engine's colour
 (``presentation.palette``). Plotly's script is inlined once; the page loads nothing
@@ -33,6 +34,7 @@ from metrics.schema import REQUESTS_CSV
 from presentation.palette import ENGINE_LABELS, engine_color, engine_label
 from presentation.report_figures import (
     acceptance_by_position,
+    acceptance_so_far,
     latency_percentiles,
     over_time,
     queue_depths,
@@ -254,7 +256,7 @@ def build_report(paths: Sequence[str | Path], out: Path, title: str = "PD-Verify
         ("tpot", latency_percentiles(summary, "tpot")),
         ("queues", queue_depths(ts, styles)),
         ("draft-length", over_time(ts, "draft_len", "Draft length over time", "tokens per draft", styles)),
-        ("acceptance", over_time(ts, "acceptance_rate", "Acceptance over time", "accepted / drafted", styles)),
+        ("acceptance", acceptance_so_far(concat([d.frames.requests for d in directories]), styles)),
         ("positions", acceptance_by_position(positions, styles)),
     ]
     ar_note = (
