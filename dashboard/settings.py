@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.config import ENGINES, ControllerConfig, EngineConfig
 from engine.models.presets import DEFAULT_PRESET, PRESETS
+from metrics.verdict import MIN_ROUNDS
 from workloads.drivers.rounds import DEFAULT_ROUNDS
 from workloads.endpoint.spec import DEFAULT_LABEL
 
@@ -46,12 +47,12 @@ def _slider_gate() -> float:
     return ControllerConfig().draft_confidence or 0.0
 
 
-def _replay_defaults(prefix: str) -> dict[str, Any]:
+def _replay_defaults(prefix: str, rounds: int) -> dict[str, Any]:
     return {
         # every engine, AR included: AR (no speculation) is the reference every speed-up is measured against
         **{f"{prefix}.engine.{e}": True for e in ENGINE_ORDER},
         f"{prefix}.endpoint": False,  # an OpenAI-compatible server is opt-in: there is none until one is given
-        f"{prefix}.rounds": DEFAULT_ROUNDS,  # the fewest rounds that give a verdict
+        f"{prefix}.rounds": rounds,
         f"{prefix}.endpoint_url": "",
         f"{prefix}.endpoint_model": "",
         f"{prefix}.endpoint_label": DEFAULT_LABEL,
@@ -80,18 +81,19 @@ def _replay_defaults(prefix: str) -> dict[str, Any]:
 def session_defaults() -> dict[str, Any]:
     """Every settings widget's starting value, keyed by its widget key."""
     return {
-        **_replay_defaults("live"),
-        # 4 requests (one batch at concurrency 4) x 4 engines x 3 rounds with 32 new tokens: the fewest
-        # rounds that give a verdict, each engine's round one full batch; its time is in docs/results.md
-        "live.num_requests": 4,
-        "live.concurrency": 4,
+        # 5 rounds x 4 engines of 2 requests (one batch at concurrency 2) with 24 new tokens: intervals that
+        # hold other runs' medians, in about a minute from Start to the verdict on a warm 2-core CPU (each
+        # engine's round about 2.7 s with its warm-up; docs/results.md, "The verdict")
+        **_replay_defaults("live", DEFAULT_ROUNDS),
+        "live.num_requests": 2,
+        "live.concurrency": 2,
         "live.request_rate": 2.0,
-        "live.max_new_tokens": 32,
+        "live.max_new_tokens": 24,
         "live.simultaneous": False,  # one engine at a time: each is measured alone on the device
-        **_replay_defaults("sweep"),
         # three load points x four engines of 6 short requests: 170 s from Start to the end on the default
         # preset and a 2-core CPU for one round, measured with the dashboard open in a local browser; each
-        # round (3 by default, the fewest for a verdict) replays them all again
+        # round replays them all again, so a sweep takes the fewest rounds that give a verdict per load point
+        **_replay_defaults("sweep", MIN_ROUNDS),
         "sweep.num_requests": 6,
         "sweep.concurrencies": "1,2,4",
         "sweep.rates": "0.5,1,2",

@@ -127,9 +127,10 @@ def test_live_and_sweep_pages_compare_every_engine_with_ar_by_default_on_the_con
 
 def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_dir):
     at = open_app()
-    assert session_defaults()["live.rounds"] == session_defaults()["sweep.rounds"] == 3
+    assert (session_defaults()["live.rounds"], session_defaults()["sweep.rounds"]) == (5, 3)
     at.number_input(key="live.rounds").set_value(3)
     at.number_input(key="live.num_requests").set_value(4)
+    at.number_input(key="live.concurrency").set_value(4)
     at.number_input(key="live.max_new_tokens").set_value(8)
     at.button(key="live.start").click().run()
     assert not at.exception, at.exception

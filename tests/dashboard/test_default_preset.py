@@ -11,6 +11,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
+from dashboard.settings import session_defaults
 from metrics.runs import list_run_dirs, load_run_dir
 from tests.dashboard.test_apptest import APP, ENGINES, LABELS, ended, rerun_until, wait_for_no_threads
 
@@ -34,13 +35,14 @@ def test_live_run_on_the_default_smol_pair_completes_in_every_engine(tmp_path, m
 
     assert not at.error, [e.value for e in at.error]
     assert "Finished" in at.success[0].value
-    done = f"{REQUESTS}/{REQUESTS} requests · done · round 3 of 3"  # the default: three rounds
+    rounds = session_defaults()["live.rounds"]
+    done = f"{REQUESTS}/{REQUESTS} requests · done · round {rounds} of {rounds}"  # the default rounds
     assert [p.proto.text for p in at.get("progress")] == [done] * len(ENGINES)
     assert list(at.table[0].value.columns) == LABELS
     (info,) = list_run_dirs(runs_dir)
     run = load_run_dir(info.path)
     assert list(run.frames.summary["engine"]) == list(ENGINES)
-    assert (run.frames.summary["completed"] == 3 * REQUESTS).all()  # pooled over the rounds
+    assert (run.frames.summary["completed"] == rounds * REQUESTS).all()  # pooled over the rounds
     assert run.runs[0]["models"]["preset"] == "smol"
     # greedy by default: every engine returns the verifier's own tokens
     outputs = [json.loads(line) for line in (info.path / "outputs.jsonl").read_text().splitlines()]

@@ -2,9 +2,10 @@
 
 ``python -m tests.support.default_live_run [--runs-dir DIR]`` drives ``app.py``
 through ``streamlit.testing`` with the page's default settings, waits for the
-launch to end, and prints the seconds from Start to the end, the verdict line
-the page shows, and each engine's tokens/s × AR with its interval as the
-run's summary.csv holds it. It is how the default run's verdict is measured
+launch to end, and prints the seconds from Start to the end, the machine's
+1-minute load average at Start and at the end, the verdict line the page
+shows, and each engine's tokens/s × AR with its interval as the run's
+summary.csv holds it. It is how the default run's verdict is measured
 for the docs; the tests use the same harness on the tiny preset.
 """
 
@@ -33,6 +34,7 @@ def run_default_live(runs_dir: Path) -> dict[str, object]:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
     before = {info.path for info in list_run_dirs(runs_dir)}
+    load_at_start = os.getloadavg()[0]
     started = time.monotonic()
     at.button(key="live.start").click().run()
     deadline = started + TIMEOUT_S
@@ -45,6 +47,7 @@ def run_default_live(runs_dir: Path) -> dict[str, object]:
     else:
         raise TimeoutError(f"the default Live run did not end within {TIMEOUT_S:.0f} s")
     seconds = time.monotonic() - started
+    load_at_end = os.getloadavg()[0]
     if at.exception or at.error:
         raise RuntimeError(f"the page failed: {[e.value for e in (*at.exception, *at.error)]}")
     (new,) = [info.path for info in list_run_dirs(runs_dir) if info.path not in before]
@@ -54,6 +57,7 @@ def run_default_live(runs_dir: Path) -> dict[str, object]:
     return {
         "run_dir": str(new),
         "seconds_from_start_to_end": round(seconds, 1),
+        "load_1m": [round(load_at_start, 2), round(load_at_end, 2)],  # at Start, at the end
         "page": shown,
         "verdict": run.runs[0].get("verdict"),
         "noise_warning": run.runs[0].get("noise_warning"),
