@@ -7,25 +7,27 @@ import argparse
 
 import pytest
 
-from workloads.bench.common import BenchContext, BenchSettings, read_csv
-from workloads.bench.lane_rates import NAME, SUMMARY, LaneRatesOptions, main, record, run, shape_list
+from workloads.bench.common import read_csv
+from workloads.bench.lane_rates import NAME, SUMMARY, record, shape_list
+from workloads.bench.run import main
+
+QUICK = ["--quick", "--preset", "tiny", "--device", "cpu"]
 
 
-def test_the_quick_part_measures_both_settings_at_each_shape_and_writes_the_docs_table(tiny_pair, tmp_path):
-    ctx = BenchContext(tiny_pair, BenchSettings.quick_settings(), tmp_path)
-    result = run(ctx, LaneRatesOptions(shapes=shape_list("1x1,4x3")))
-    assert result.name == NAME
-    assert {(r["group"], r["label"]) for r in result.rows} == {
-        (shape, label) for shape in ("1 x 1", "4 x 3") for label in ("1 lane x 2 threads", "2 lanes x 1 thread (sum)")
-    }
-    two_lanes = [r for r in result.rows if r["label"].startswith("2 lanes")]
-    assert all(r["forwards_per_s"] > 0 and len(r["lane_rates"].split("/")) == 2 for r in two_lanes)
-    ratios = [s for s in result.summary if s["ratio_median"] is not None and s["label"].startswith("2 lanes")]
-    assert len(ratios) == 2 and all(s["rounds"] == 1 for s in ratios)
-    table = read_csv(tmp_path / "lane-rates" / SUMMARY)
+def test_the_quick_part_measures_both_settings_at_each_shape_and_writes_the_docs_table(tmp_path):
+    out = tmp_path / "b"
+    assert main([*QUICK, "--out", str(out), "--parts", "lane-rates", "--lane-rates-shapes", "1x1,4x3"]) == 0
+    rows = read_csv(out / "lane-rates" / "lane-rates.csv")
+    one, two = "1 lane x 2 threads", "2 lanes x 1 thread (sum)"
+    assert {(r["group"], r["label"]) for r in rows} == {(s, label) for s in ("1 x 1", "4 x 3") for label in (one, two)}
+    assert all(float(r["forwards_per_s"]) > 0 for r in rows)
+    assert all(len(r["lane_rates"].split("/")) == 2 for r in rows if r["label"] == two)  # each lane's own rate
+    summary = [s for s in read_csv(out / "summary.csv") if s["part"] == NAME and s["label"] == two]
+    assert len(summary) == 2 and all(float(s["ratio_median"]) > 0 and s["rounds"] == "1" for s in summary)
+    table = read_csv(out / "lane-rates" / SUMMARY)
     assert [row["rows × tokens per forward"] for row in table] == ["1 × 1", "4 × 3"]
     assert all(float(row["two lanes ÷ one lane"]) > 0 for row in table)
-    assert "overlapped 1" in result.notes[0]
+    assert any("overlapped 1" in n["note"] for n in read_csv(out / "notes.csv") if n["part"] == NAME)
 
 
 def test_a_shape_measured_again_gets_rounds_after_its_earlier_ones(tmp_path):
@@ -50,8 +52,15 @@ def test_a_bad_shape_is_one_clear_error(text):
         shape_list(text)
 
 
-def test_the_command_names_the_flag_of_a_bad_value(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        main(["--preset", "tiny", "--lane-rates-csv", str(tmp_path / "x.csv"), "--lane-rates-rounds", "0"])
-    assert "--lane-rates-rounds must be at least 1" in capsys.readouterr().err
-    assert not (tmp_path / "x.csv").exists()
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--lane-rates-shapes", "8y5"], "'8y5' is not ROWSxTOKENS"),
+        (["--lane-rates-seconds", "0"], "--lane-rates-seconds"),
+    ],
+)
+def test_a_bad_option_is_one_error_naming_its_flag_before_any_model_loads(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as exit_:
+        main([*QUICK, "--out", str(tmp_path / "b"), "--parts", "lane-rates", *flags])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "b").exists()

@@ -26,10 +26,11 @@ back, the first of the two alternating round by round; a round's ratio is
 two lanes' rate over one lane's, and the summary is the median ratio over
 rounds with its min–max (``common.ratio_summary``).
 
-``python -m workloads.bench.lane_rates`` appends its rows to
-``--lane-rates-csv`` and rewrites ``summary.csv`` beside it from every row
-there, so several calls (a few shapes each, to keep one call short) make
-one table; docs/results.md renders that summary.
+``python -m workloads bench --parts lane-rates`` (rounds: ``--rounds``)
+appends its rows to ``--lane-rates-csv`` (``<out>/lane-rates/lane-rates.csv``
+by default) and rewrites ``summary.csv`` beside it from every row there, so
+several calls (a few shapes each, to keep one call short) make one table;
+docs/results.md renders that summary.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ from typing import Any, NamedTuple
 import torch
 
 from engine.config import flag
-from engine.flags import OneLineErrorParser, add_config_args, config_from_args
 from engine.models.pair import ModelPair
 from engine.profiling.concurrency import Lane, PreparedForward, lane_runner, prepare_forward, run_lanes
 from engine.profiling.lane_threads import lane_budget
@@ -83,24 +83,23 @@ ALL_SHAPES = shape_list("1x1,1x5,4x1,8x1,16x1,8x5,16x5,32x1")
 
 @dataclass(frozen=True)
 class LaneRatesOptions:
-    """Which shapes, how many interleaved rounds, and how long each setting runs per shape and round."""
+    """Which shapes, and how long each setting runs per shape and round (the rounds are the bench's ``--rounds``)."""
 
     shapes: tuple[Shape, ...] = field(
         default=ALL_SHAPES, metadata=flag("--lane-rates-shapes", shape_list, "comma list of ROWSxTOKENS")
     )
-    rounds: int = field(default=5, metadata=flag("--lane-rates-rounds", int, "interleaved rounds (>= 3 to quote)"))
     seconds: float = field(default=3.0, metadata=flag("--lane-rates-seconds", float, "per setting, shape and round"))
     csv: Path | None = field(
         default=None, metadata=flag("--lane-rates-csv", Path, "CSV to append to; off: <out>/lane-rates/lane-rates.csv")
     )
 
     def __post_init__(self) -> None:
-        if not self.shapes or self.rounds < 1 or self.seconds <= 0:
-            raise ValueError("shapes must not be empty, rounds must be at least 1 and seconds positive")
+        if not self.shapes or self.seconds <= 0:
+            raise ValueError("shapes must not be empty and seconds must be positive")
 
     def quick(self) -> LaneRatesOptions:
-        # two shapes, one short round: the part runs end to end in seconds on the tiny pair
-        return replace(self, shapes=self.shapes[:2], rounds=1, seconds=min(self.seconds, 0.1))
+        # two shapes, short runs: the part runs end to end in seconds on the tiny pair
+        return replace(self, shapes=self.shapes[:2], seconds=min(self.seconds, 0.1))
 
 
 class Settings(NamedTuple):
@@ -118,7 +117,7 @@ class Settings(NamedTuple):
         return f"2 lanes x {self.per_lane} thread{'s' if self.per_lane > 1 else ''} (sum)"
 
 
-def measure(pair: ModelPair, options: LaneRatesOptions) -> list[dict[str, Any]]:
+def measure(pair: ModelPair, options: LaneRatesOptions, rounds: int) -> list[dict[str, Any]]:
     """One row per round, shape and setting: forwards per second (and each lane's, for two lanes)."""
     threads = torch.get_num_threads()
     settings = Settings(threads, lane_budget(threads, 2))
@@ -130,7 +129,7 @@ def measure(pair: ModelPair, options: LaneRatesOptions) -> list[dict[str, Any]]:
     }
     load_start = os.getloadavg()[0]
     rows = []
-    for round_ in range(options.rounds):
+    for round_ in range(rounds):
         for shape, (a, b) in prepared.items():
             runs = {
                 settings.one_lane: [Lane(first, a, settings.threads)],
@@ -200,33 +199,8 @@ def record(csv_path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return summary
 
 
-def run(ctx: BenchContext, options: LaneRatesOptions | None = None) -> PartResult:
-    options = options or LaneRatesOptions()
-    options = options.quick() if ctx.settings.quick else options
-    rows = measure(ctx.pair, options)
+def run(ctx: BenchContext) -> PartResult:
+    options = ctx.options(LaneRatesOptions)
+    rows = measure(ctx.pair, options, ctx.settings.rounds)
     summary = record(options.csv or ctx.out / DIRECTORY / "lane-rates.csv", rows)
     return PartResult(NAME, TITLE, rows, summary, [], notes(summary))
-
-
-def main(argv: list[str] | None = None) -> None:
-    from engine.models.pair import load_model_pair
-
-    p = OneLineErrorParser(prog="python -m workloads.bench.lane_rates", description=__doc__.split("\n\n")[0])
-    p.add_argument("--preset", default="smol", help="model pair preset whose verifier runs (default %(default)s)")
-    add_config_args(p, LaneRatesOptions)
-    args = p.parse_args(argv)
-    try:
-        options = config_from_args(LaneRatesOptions, args)
-    except ValueError as exc:
-        p.error(str(exc))
-    if options.csv is None:
-        p.error("--lane-rates-csv is needed: the CSV the rows are appended to")
-    pair = load_model_pair(args.preset, device="cpu", dtype="float32")
-    summary = record(options.csv, measure(pair, options))
-    for row in table(summary):
-        print("  ".join(f"{k}: {v}" for k, v in row.items()))
-    print(notes(summary)[0])
-
-
-if __name__ == "__main__":
-    main()

@@ -9,7 +9,7 @@ and the part reads them with ``ctx.options(TheOptions)``.
 
 The suite (``--parts`` not given) is the six parts that answer "is it faster,
 and do the lanes help?"; the studies after them – drafters, suffix drafting,
-the cost of one forward – run when named, each into a directory of its own
+the cost of one forward, one lane against two at once – run when named, each into a directory of its own
 under ``--out``.
 """
 
@@ -18,7 +18,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workloads.bench import dashboard_cost, drafters, forward_cost, hardware, lanes, load, overhead, single, suffix
+from workloads.bench import (
+    dashboard_cost,
+    drafters,
+    forward_cost,
+    hardware,
+    lane_rates,
+    lanes,
+    load,
+    overhead,
+    single,
+    suffix,
+)
 from workloads.bench.common import BenchContext, PartResult
 
 
@@ -42,6 +53,7 @@ PARTS: dict[str, Part] = {
         Part(drafters.NAME, drafters.run, drafters.DrafterOptions, in_suite=False),
         Part(suffix.NAME, suffix.run, suffix.SuffixOptions, in_suite=False),
         Part(forward_cost.NAME, forward_cost.run, forward_cost.ForwardCostOptions, in_suite=False),
+        Part(lane_rates.NAME, lane_rates.run, lane_rates.LaneRatesOptions, in_suite=False),
     )
 }
 SUITE = tuple(name for name, part in PARTS.items() if part.in_suite)
