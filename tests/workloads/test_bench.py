@@ -55,6 +55,7 @@ def test_quick_bench_on_tiny_writes_csvs_runs_and_a_generated_results_page(tmp_p
     load = read_csv(out / "3-load.csv")
     assert {r["group"] for r in load} == {"C=1", "C=4", "C=16"}
     assert {r["label"] for r in load} == {"ar", "baseline", "pd", "pdv", "transformers generate (serial)"}
+    assert {r["same_output_as_ar"] for r in load} == {"True"}  # every engine and transformers, at every C
     goals = read_csv(out / "goals.csv")
     assert [g["part"] for g in goals] == ["1-overhead", "3-load"] and {g["met"] for g in goals} <= {"met", "missed"}
     runs = {info.path.name: info for info in list_run_dirs(out)}

@@ -12,7 +12,7 @@ import pytest
 
 from engine.config import ENGINES
 from metrics.runs import list_run_dirs
-from workloads.bench import drafters, overhead, single, suffix
+from workloads.bench import drafters, lanes, load, overhead, single, suffix
 from workloads.bench.common import read_csv
 from workloads.bench.run import main
 
@@ -73,15 +73,48 @@ def test_overheads_identical_output_check_fails_when_transformers_differs(tmp_pa
     assert "identical on every prompt: False." in notes_of(out, overhead.NAME)[0]
 
 
+def one_sweep_output_longer(module, monkeypatch, engine: str) -> None:
+    """As ``one_output_longer``, for the parts that run sweeps: ``engine``'s first request gets one more token."""
+    real = module.run_sweep
+
+    def run_sweep(*args, **kwargs):
+        results = real(*args, **kwargs)
+        for result in results:
+            if result.key.engine == engine:
+                result.requests[0].output_token_ids.append(result.requests[0].output_token_ids[0])
+        return results
+
+    monkeypatch.setattr(module, "run_sweep", run_sweep)
+
+
+def test_the_load_sweeps_identical_output_check_fails_when_one_engine_differs(tmp_path, monkeypatch):
+    one_sweep_output_longer(load, monkeypatch, "pd")
+    out = bench(tmp_path / "b", "--parts", "load")
+    rows = read_csv(out / "3-load.csv")
+    assert {r["same_output_as_ar"] for r in rows if r["label"] == "pd"} == {"False"}
+    assert {r["same_output_as_ar"] for r in rows if r["label"] != "pd"} == {"True"}  # transformers' too
+    [note] = [n for n in notes_of(out, load.NAME) if n.startswith("Every output")]
+    assert note.startswith("Every output equal to ar's: False. Different: pd (C=1, round 0), pd (C=16, round 0)")
+
+
 def test_lanes_run_pdv_pd_and_baseline_under_mixed_traffic_into_a_run_directory(tmp_path):
     out = bench(tmp_path / "b", "--parts", "lanes")
     rows = read_csv(out / "4-lanes.csv")
     assert sorted(r["label"] for r in rows) == ["baseline", "pd", "pdv"]
     assert all(float(r["output_tok_s"]) > 0 and float(r["tpot_p99_ms"]) > 0 for r in rows)
+    assert {r["same_output_as_baseline"] for r in rows} == {"True"}
+    assert "Every output equal to baseline's: True." in notes_of(out, lanes.NAME)
     runs = {info.path.name: info for info in list_run_dirs(out)}
     assert set(runs["lanes"].engines) == {"baseline", "pd", "pdv"}
     goals = [g for g in read_csv(out / "goals.csv") if g["part"] == "4-lanes"]
     assert len(goals) == 2 and {g["met"] for g in goals} <= {"met", "missed"}
+
+
+def test_the_lanes_identical_output_check_fails_when_one_engine_differs(tmp_path, monkeypatch):
+    one_sweep_output_longer(lanes, monkeypatch, "pdv")
+    out = bench(tmp_path / "b", "--parts", "lanes")
+    same = {r["label"]: r["same_output_as_baseline"] for r in read_csv(out / "4-lanes.csv")}
+    assert same == {"baseline": "True", "pd": "True", "pdv": "False"}
 
 
 def test_hardware_measures_the_machine_and_the_verifier_step_at_both_batches(tmp_path):

@@ -12,7 +12,17 @@ runs are written to ``<out>/lanes``.
 from __future__ import annotations
 
 from engine.config import SamplingParams
-from workloads.bench.common import BenchContext, Goal, PartResult, find, held_out, ratio_summary, rotated, spread
+from workloads.bench.common import (
+    BenchContext,
+    Goal,
+    PartResult,
+    find,
+    held_out,
+    ratio_summary,
+    rotated,
+    same_output_note,
+    spread,
+)
 from workloads.datasets.synthetic import LengthSpec, synthetic_requests
 from workloads.drivers.arrivals import OpenLoop
 from workloads.drivers.run_spec import RunSettings
@@ -53,12 +63,15 @@ def run(ctx: BenchContext) -> PartResult:
     rows = []
     for round_ in range(s.rounds):
         plan = SweepPlan(tuple(rotated(ENGINES, round_)), (policy,), RunSettings(params=params))
-        for result in run_sweep(ctx.pair, trace, plan, writer, {**ctx.meta, "bench": NAME, "bench_round": round_}):
+        results = run_sweep(ctx.pair, trace, plan, writer, {**ctx.meta, "bench": NAME, "bench_round": round_})
+        outputs = {r.key.engine: [list(q.output_token_ids) for q in r.requests] for r in results}
+        for result in results:
             m = result.summary
             rows.append(
                 {"group": f"{s.mixed_rate:g} req/s", "round": round_, "label": result.key.engine,
                  "run_id": result.key.run_id, "output_tok_s": m.output_tok_s, "tpot_p95_ms": m.tpot_p95_ms,
-                 "tpot_p99_ms": m.tpot_p99_ms, "ttft_p99_ms": m.ttft_p99_ms, "acceptance": m.acceptance_rate}
+                 "tpot_p99_ms": m.tpot_p99_ms, "ttft_p99_ms": m.ttft_p99_ms, "acceptance": m.acceptance_rate,
+                 "same_output_as_baseline": outputs[result.key.engine] == outputs["baseline"]}
             )  # fmt: skip
     group = rows[0]["group"]
     summary = ratio_summary(rows, "output_tok_s", "baseline", NAME)
@@ -76,6 +89,7 @@ def run(ctx: BenchContext) -> PartResult:
              f"PDV tokens/s = {spread(tput)} Baseline's", gain is not None and gain > 0),
     ]  # fmt: skip
     notes = [
+        same_output_note(rows, "same_output_as_baseline", "baseline"),
         f"Trace: {len(trace)} requests ({trace.source}), Poisson arrivals at {s.mixed_rate:g} req/s.",
         "Why: on a CPU the lanes take turns on the cores (--concurrent-lanes auto is 1 on a CPU, "
         "docs/architecture.md#cpu-and-gpu), so PDV's verify lane never runs beside its decode lane; "

@@ -17,7 +17,18 @@ from __future__ import annotations
 import numpy as np
 
 from engine.config import SamplingParams
-from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
+from workloads.bench.common import (
+    BenchContext,
+    Goal,
+    PartResult,
+    find,
+    first,
+    held_out,
+    ratio_summary,
+    rotated,
+    same_output_note,
+    spread,
+)
 from workloads.bench.reference import HFTiming, hf_generate, hf_timeline
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.run_spec import RunSettings
@@ -70,7 +81,9 @@ def run(ctx: BenchContext) -> PartResult:
         for c in s.loads:
             trace = first(pool, requests_at(ctx, c))
             plan = SweepPlan(tuple(rotated(ENGINES, round_)), (ClosedLoop(c),), RunSettings(params=params))
-            for result in run_sweep(pair, trace, plan, writer, {**ctx.meta, "bench": NAME, "bench_round": round_}):
+            results = run_sweep(pair, trace, plan, writer, {**ctx.meta, "bench": NAME, "bench_round": round_})
+            outputs = {r.key.engine: [list(q.output_token_ids) for q in r.requests] for r in results}
+            for result in results:
                 m = result.summary
                 rows.append(
                     {
@@ -85,10 +98,14 @@ def run(ctx: BenchContext) -> PartResult:
                         "tpot_p50_ms": m.tpot_p50_ms,
                         "tpot_p99_ms": m.tpot_p99_ms,
                         "acceptance": m.acceptance_rate,
+                        # greedy: every engine's tokens are AR's, at any C (the batch is not the verifier's concern)
+                        "same_output_as_ar": outputs[result.key.engine] == outputs["ar"],
                     }
                 )
             served = serial_served(timings[: len(trace)], c)
-            rows.append({"group": f"C={c}", "concurrency": c, "round": round_, "label": HF, **served})
+            same = [t.output for t in timings[: len(trace)]] == outputs["ar"]
+            rows.append({"group": f"C={c}", "concurrency": c, "round": round_, "label": HF, **served,
+                         "same_output_as_ar": same})  # fmt: skip
     summary = ratio_summary(rows, "output_tok_s", HF, NAME)
     for metric in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"):
         summary += ratio_summary(rows, metric, HF, NAME, lower_is_better=True)
@@ -105,6 +122,7 @@ def run(ctx: BenchContext) -> PartResult:
                 best["ratio_median"] >= GOAL,
             )
         )
+    notes.append(same_output_note(rows, "same_output_as_ar"))
     for c in s.loads:
         top = max(ENGINES, key=lambda e: find(summary, f"C={c}", e, "output_tok_s")["median"])
         notes.append(f"C = {c}: fastest {top}, {spread(find(summary, f'C={c}', top, 'output_tok_s'))} the reference.")
