@@ -21,6 +21,8 @@ The studies, run when named, each into a directory of its own under ``--out``:
    that append rounds;
 9. ``forward_cost`` – dispatched operators and wall time of one forward, and
    the verifier step against the machine's rates, before and after a change.
+10. ``lane_rates`` – forwards per second of one lane with every thread against
+    two lanes at once with half each.
 
 ``--quick`` sizes every part down to seconds on the tiny pair (the suite's
 tests run each part so). ``run`` is the command (CSVs, figures, the printed

@@ -32,7 +32,7 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """How much each part measures; ``quick()`` and ``full()`` are the two sizes the CLI offers."""
+    """How much each part measures; ``quick_settings()`` and ``full()`` are the two sizes the CLI offers."""
 
     rounds: int  # >= 3 for a figure worth quoting; 1 in --quick
     prompts: int  # held-out prompts of the single-stream parts
