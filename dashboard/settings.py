@@ -81,14 +81,14 @@ def _replay_defaults(prefix: str, rounds: int) -> dict[str, Any]:
 def session_defaults() -> dict[str, Any]:
     """Every settings widget's starting value, keyed by its widget key."""
     return {
-        # 5 rounds x 4 engines of 2 requests (one batch at concurrency 2) with 24 new tokens: intervals that
-        # hold other runs' medians, in about a minute from Start to the verdict on a warm 2-core CPU (each
-        # engine's round about 2.7 s with its warm-up; docs/results.md, "The verdict")
+        # 5 rounds x 4 engines of 2 requests (one batch at concurrency 2) with 16 new tokens: intervals that
+        # hold other runs' medians, from Start to the verdict in the time docs/results.md ("The verdict")
+        # gives on a warm 2-core CPU; the page's own redrawing makes each run about 1.5x slower than replay's
         **_replay_defaults("live", DEFAULT_ROUNDS),
         "live.num_requests": 2,
         "live.concurrency": 2,
         "live.request_rate": 2.0,
-        "live.max_new_tokens": 24,
+        "live.max_new_tokens": 16,
         "live.simultaneous": False,  # one engine at a time: each is measured alone on the device
         # three load points x four engines of 6 short requests: 170 s from Start to the end on the default
         # preset and a 2-core CPU for one round, measured with the dashboard open in a local browser; each
