@@ -41,6 +41,20 @@ class EngineName(StrEnum):
             raise ValueError(f"unknown engine {text!r}; choose one of {', '.join(cls)}") from None
 
 
+class LaneCompute(StrEnum):
+    """How an engine's lanes share a CPU's cores (on CUDA every lane runs on its own stream whatever this says)."""
+
+    TURNS = "turns"  # one lane at a time, with every intra-op thread
+    AT_ONCE = "at-once"  # lanes at once, each with its own share of the cores as its intra-op threads
+
+
+class StepChoice(StrEnum):
+    """How PDV chooses, at or above ``hybrid_threshold`` running requests, between an atomic and a pipelined step."""
+
+    COST = "cost"  # whichever advances every request sooner by the machine's measured step costs
+    COUNT = "count"  # always pipelined
+
+
 ENGINES: tuple[EngineName, ...] = tuple(EngineName)  # AR first: every comparison's reference
 CONTROLLERS = ("fixed", "feedback", "goodput", "cost")
 # engine.drafters: where a speculative engine's proposals come from
@@ -216,7 +230,32 @@ class EngineConfig:
     hybrid_threshold: int | None = field(
         default=3,
         metadata=flag(
-            "--hybrid-threshold", int, "pdv: below this many running requests draft+verify run atomically (0 = never)"
+            "--hybrid-threshold",
+            int,
+            "pdv: below this many running requests draft+verify run atomically; at or above it --step-choice "
+            "decides (0 = never atomic)",
+        ),
+    )
+    # pipelining pays only where drafting a group costs about what verifying one does, and the lanes overlap:
+    # the measured costs say where, a fixed count cannot
+    step_choice: StepChoice = field(
+        default=StepChoice.COST,
+        metadata=flag(
+            "--step-choice",
+            str,
+            "pdv: atomic or pipelined per step from the measured step costs (cost), or always pipelined (count)",
+            choices=[c.value for c in StepChoice],
+        ),
+    )
+    # taking turns is what the engines did before lanes could run at once on a CPU; at-once is measured against
+    # it in docs/results.md ("Lanes that pay")
+    lane_compute: LaneCompute = field(
+        default=LaneCompute.TURNS,
+        metadata=flag(
+            "--lane-compute",
+            str,
+            "CPU: lanes take turns with every core, or run at once with a share of the cores each",
+            choices=[c.value for c in LaneCompute],
         ),
     )
     verify_promote_margin: int = field(
@@ -259,6 +298,11 @@ class EngineConfig:
             raise ValueError(f"micro_batches must be >= 1, got {self.micro_batches}")
         if self.hybrid_threshold is not None and self.hybrid_threshold < 1:
             raise ValueError(f"hybrid_threshold must be >= 1 (or None for never), got {self.hybrid_threshold}")
+        for name, kind in (("step_choice", StepChoice), ("lane_compute", LaneCompute)):
+            value = getattr(self, name)
+            if value not in set(kind):
+                raise ValueError(f"{name} must be one of {', '.join(kind)}, got {value!r}")
+            object.__setattr__(self, name, kind(value))  # the typed value, also when given as its text
         if self.verify_promote_margin < 0:
             raise ValueError(f"verify_promote_margin must be >= 0, got {self.verify_promote_margin}")
         for name in ("intra_op_threads", "concurrent_lanes"):

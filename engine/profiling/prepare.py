@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from engine.config import ENGINES, EngineConfig, EngineName
+from engine.config import ENGINES, EngineConfig, EngineName, StepChoice
 from engine.models.pair import ModelPair
 from engine.profiling.cost_profile import CostProfile, ProfileMissing, ProfileShape
 from engine.profiling.measure import measure, measure_interference
@@ -16,8 +16,12 @@ GRID_SHARE = 0.8  # of a whole profile's progress bar: the forward grid; the res
 
 
 def needs_profile(config: EngineConfig, engine: EngineName | str) -> bool:
-    """True when ``engine`` drafts (AR never does) with ``config``'s ``cost`` controller, which reads a profile."""
-    return config.controller.kind == "cost" and EngineName.parse(engine).speculative
+    """True when ``engine`` drafts (AR never does) with ``config``'s ``cost`` controller, which reads a profile,
+    or is PDV choosing between atomic and pipelined steps from the same step costs."""
+    name = EngineName.parse(engine)
+    if config.controller.kind == "cost" and name.speculative:
+        return True
+    return name is EngineName.PDV and config.step_choice is StepChoice.COST and config.hybrid_threshold is not None
 
 
 def profile_shape(config: EngineConfig) -> ProfileShape:
@@ -31,10 +35,10 @@ def cached_profile(pair: ModelPair, config: EngineConfig) -> CostProfile:
     if profile is None:
         preset = pair.source.get("preset") or "this"
         raise ProfileMissing(
-            f"the cost controller needs this machine's step costs for the {preset} model pair, "
-            f"which are not measured yet: run `python -m engine profile --preset {preset}` with the same "
-            "--max-batch-size, --max-draft-len and --drafter (or engine.profiling.prepare_profile) first, "
-            "or choose another --controller"
+            f"the cost controller and pdv's cost-based step choice need this machine's step costs for the "
+            f"{preset} model pair, which are not measured yet: run `python -m engine profile --preset {preset}` "
+            "with the same --max-batch-size, --max-draft-len and --drafter (or engine.profiling.prepare_profile) "
+            "first, or choose another --controller (pdv: --step-choice count)"
         )
     return profile
 

@@ -7,8 +7,14 @@ for monitors. ``stop`` cancels whatever has not finished and joins every
 thread. Every submitted request ends in exactly one of ok, failed, cancelled
 or rejected; none is dropped.
 
-Subclasses set the policy only: which lanes exist and what each lane's loop
-does with the shared stages (``engine.stages``).
+``Engine`` keeps the inbox, admission, accounting and lifecycle, and the
+stage calls every lane makes (prefill, draft, verify, step: they count tokens
+and feed the controller). What runs where is each engine's composition
+(``_compose``): lanes (``engine.schedulers.lanes``) carrying works (prefill,
+atomic decode, draft, verify) joined by hand-off queues
+(``engine.schedulers.handoff``), with every decision a plan function
+(``engine.schedulers.plan``). An engine also fits the replay protocol
+(``workloads.drivers.engines.ReplayEngine``) as it is.
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -27,6 +32,7 @@ import torch
 from engine.config import ControllerConfig, EngineConfig, EngineName
 from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, StepObservation
 from engine.controllers.registry import make_controller
+from engine.devices import LaneStream
 from engine.drafters import make_drafter
 from engine.kv import KVBudget
 from engine.models.pair import ModelPair
@@ -35,7 +41,9 @@ from engine.profiling.prepare import cached_profile, needs_profile
 from engine.request import Request, RequestStatus
 from engine.sampling import SamplingRows, make_generator
 from engine.schedulers.admission import kv_reservation, normalised, request_problem
-from engine.schedulers.lanes import Lane
+from engine.schedulers.driven import Driven
+from engine.schedulers.lanes import Lane, LaneArbiter, LaneSpec
+from engine.schedulers.plan import lane_budgets
 from engine.schedulers.row_failures import RowFailures
 from engine.schedulers.stats import Counters, EngineStats, LaneStats, p95_ms
 from engine.sequence import Sequence
@@ -46,7 +54,7 @@ log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.02  # how long an idle lane sleeps before re-checking for work or stop
 
 
-class Engine(RowFailures, ABC):
+class Engine(RowFailures, Driven, ABC):
     name: EngineName  # each engine class names itself
     speculative: bool = True
 
@@ -76,8 +84,16 @@ class Engine(RowFailures, ABC):
         self._started = False
         self._counters = Counters()
         self._decode_latencies: deque[float] = deque(maxlen=64)
-        self.lanes: dict[str, Lane] = {}
+        self.profile = profile
         self.fatal_error: str | None = None
+        self.composition: tuple[LaneSpec, ...] = self._compose()
+        names = tuple(spec.name for spec in self.composition)
+        cores = self.config.intra_op_threads or torch.get_num_threads()
+        self.budgets = lane_budgets(names, cores, pair.device.type == "cuda", self.config.lane_compute)
+        slots = self.budgets.slots if self.config.concurrent_lanes is None else self.config.concurrent_lanes
+        self.arbiter = LaneArbiter(slots, self.config.verify_promote_margin, self._backlog)
+        self.streams = {name: LaneStream(pair.device, lane=name) for name in names}
+        self.lanes: dict[str, Lane] = {}  # made at start
 
     # ------------------------------------------------------------------ public
     def start(self) -> Engine:
@@ -86,8 +102,10 @@ class Engine(RowFailures, ABC):
         self._started = True
         if self.config.intra_op_threads is not None:
             torch.set_num_threads(self.config.intra_op_threads)
-        for name, target in self._lane_loops().items():
-            self.lanes[name] = Lane(name, self._guard(target), self.name)
+        for spec in self.composition:
+            threads = self.budgets.threads[spec.name]
+            self.lanes[spec.name] = Lane(spec, self.name, arbiter=self.arbiter, stream=self.streams[spec.name],
+                                         threads=threads, guard=self._guard, idle=self._idle)  # fmt: skip
         for lane in self.lanes.values():
             lane.thread.start()
         return self
@@ -144,8 +162,8 @@ class Engine(RowFailures, ABC):
         with self._lock:
             counters = replace(self._counters)
             live = len(self._live)
-        waiting = self._inbox.qsize() + len(self._waiting)
-        depths = self._queue_depths()
+        waiting = self.waiting()
+        depths = {spec.name: spec.depth() for spec in self.composition}
         return EngineStats(
             engine=self.name,
             time=time.perf_counter(),
@@ -158,42 +176,17 @@ class Engine(RowFailures, ABC):
             suffix_tree=self.drafter.tree_size(),
         )
 
-    def output_text(self, request: Request) -> str | None:
-        """None: an engine's output token ids are its text (a server's stream carries text of its own)."""
-        return None
+    def waiting(self) -> int:
+        """Requests submitted and not admitted yet (a monitor's read, without locks)."""
+        return self._inbox.qsize() + len(self._waiting)
 
-    def accounting_problems(self) -> list[str]:
-        """Where this engine's own counts do not add up once it has stopped: every submitted request ended once."""
-        stats = self.stats()
-        problems = [p for p in (stats.accounting_problem(),) if p]
-        if stats.unfinished:
-            problems.append(f"{stats.unfinished} request(s) still unfinished after the engine stopped")
-        return problems
-
-    def describe(self) -> dict[str, str] | None:
-        """What a run's record says about where its outputs came from beyond the engine's name: nothing here."""
-        return None
-
-    def generate(self, requests: list[Request], timeout: float | None = None) -> list[Request]:
-        """Submit ``requests`` and wait for all of them (starts the engine if needed)."""
-        self.start()
-        for request in requests:
-            self.submit(request)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for request in requests:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not request.done.wait(left):
-                raise TimeoutError(f"request {request.request_id} did not finish within {timeout}s")
-        return requests
-
-    # --------------------------------------------------------- for subclasses
+    # ------------------------------------------------------------ for lanes
     @abstractmethod
-    def _lane_loops(self) -> dict[str, Callable[[], None]]:
-        """Lane name -> loop body run on that lane's thread until stop."""
+    def _compose(self) -> tuple[LaneSpec, ...]:
+        """The engine's lanes, their works and the hand-offs between them (called once, by ``__init__``)."""
 
-    @abstractmethod
-    def _queue_depths(self) -> dict[str, int]:
-        """Lane name -> work queued for it (read without locks: a monitor's snapshot)."""
+    def _backlog(self) -> dict[str, int]:
+        return {spec.name: spec.backlog() for spec in self.composition}
 
     def _validate(self, request: Request) -> str | None:
         if self._stop.is_set():
@@ -285,7 +278,7 @@ class Engine(RowFailures, ABC):
         return self._retire(block.seqs)
 
     def _step(self, seqs: list[Sequence], verify_queue: int = 0) -> list[Sequence]:
-        """Draft + verify + accept atomically (Baseline, PD, PDV hybrid mode)."""
+        """Draft + verify + accept atomically (AR, Baseline, PD, PDV's atomic groups)."""
         start = time.perf_counter()
         block = self._draft(seqs, verify_queue)
         alive = self._verify(block)

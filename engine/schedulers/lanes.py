@@ -1,18 +1,26 @@
-"""Lanes: worker threads that take turns on the device.
+"""Lanes: worker threads that carry out the work an engine composes, taking turns on the device or running at once.
 
-A lane is a thread with a queue and a busy-time meter. When lanes compete for
-the device, the ``LaneArbiter`` grants turns by priority: decode > verify >
-prefill, except that verify is promoted above decode when its backlog exceeds
-the decode backlog by more than a margin (so verification cannot starve and
-leave every sequence waiting on a verdict). A lane that has waited longer than
-``STARVATION_S`` runs next whatever its priority: a decode lane always has
-work, and strict priority would otherwise starve prefill (new requests would
-wait for the whole running batch to finish). ``choose_lane`` is that rule as a
-pure function.
+A lane is a thread running one or more works (``Work``: prefill, atomic
+decode, draft, verify) in order, again and again until stop, with a
+busy-time meter, a CUDA stream and optionally its own intra-op thread count.
+A ``LaneSpec`` is what an engine composes: a lane's name, its works and what
+it reports as its queue and backlog.
 
-``slots`` is how many lanes may hold a turn at once. On a GPU every lane can
-(their streams overlap); on a 2-core CPU the lanes share the cores, and
-``slots`` decides whether they run side by side or strictly one at a time.
+When lanes compete for the device, the ``LaneArbiter`` grants turns by
+``engine.schedulers.plan.choose_lane`` (decode > verify > prefill, with
+promotion and starvation rules). ``slots`` is how many lanes may hold a turn
+at once: every lane on a GPU (their streams overlap); on a CPU one (lanes
+take turns with every core) or, with ``LaneCompute.AT_ONCE``, as many as the
+cores, each lane's thread then running with its own share of the cores
+(``engine.schedulers.plan.lane_budgets``).
+
+``torch.set_num_threads`` sets the calling thread's own intra-op count (and a
+process-wide value a thread starts from); a thread's count is initialised
+lazily on its first parallel region, which would overwrite a count set before
+it (``engine.profiling.lane_threads``, measured with torch 2.13 here). So each
+lane sets its budget first thing on its own thread through
+``use_intra_op_threads``, taking turns too (every core), never relying on
+what another thread left behind.
 """
 
 from __future__ import annotations
@@ -21,32 +29,30 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NamedTuple, Protocol
 
 import torch
 
-PRIORITY = ("decode", "verify", "prefill")
-STARVATION_S = 0.5  # about two decode steps of the default pair on a 2-core CPU
+from engine.devices import LaneStream
+from engine.profiling.lane_threads import use_intra_op_threads
+from engine.schedulers.plan import PRIORITY, STARVATION_S, choose_lane
+
+__all__ = ["PRIORITY", "STARVATION_S", "Lane", "LaneArbiter", "LaneSpec", "Work", "choose_lane"]
 
 
-def choose_lane(
-    waiting: dict[str, float], backlog: dict[str, int], promote_margin: int, now: float = 0.0
-) -> str | None:
-    """Which waiting lane runs next.
+class Work(Protocol):
+    def run(self, lane: Lane) -> bool:
+        """Do one unit of this work on ``lane`` (taking its turn for the device); False when there was none."""
+        ...
 
-    ``waiting`` maps each waiting lane to when it started waiting;
-    ``backlog`` is the work queued per lane (sequences ready to draft for
-    decode, sequences in queued verify blocks, requests waiting for prefill).
-    """
-    starved = [lane for lane, since in waiting.items() if now - since > STARVATION_S]
-    if starved:
-        return min(starved, key=lambda lane: waiting[lane])
-    order = list(PRIORITY)
-    if backlog.get("verify", 0) > backlog.get("decode", 0) + promote_margin:
-        order = ["verify", "decode", "prefill"]
-    for lane in order:
-        if lane in waiting:
-            return lane
-    return next(iter(sorted(waiting)), None)
+
+class LaneSpec(NamedTuple):
+    """One lane of an engine's composition."""
+
+    name: str
+    works: tuple[Work, ...]  # run in this order on every pass of the lane's loop
+    depth: Callable[[], int]  # work queued for the lane, as monitors show it
+    backlog: Callable[[], int]  # work queued for the lane, as the arbiter weighs it
 
 
 class LaneArbiter:
@@ -82,29 +88,58 @@ class LaneArbiter:
                 self._cond.notify_all()
 
 
-def _in_inference_mode(target: Callable[[], None]) -> Callable[[], None]:
-    """``target`` run under ``torch.inference_mode`` for the thread's whole life: every tensor a lane makes
-    (sampling rows, draft blocks, indices), not only the model's forward, skips autograd's bookkeeping."""
-
-    def run() -> None:
-        with torch.inference_mode():
-            target()
-
-    return run
-
-
 class Lane:
-    """A named worker thread with a busy-time meter; the thread is named ``<engine>-<lane>`` (``pd-prefill``)."""
+    """A named worker thread (``<engine>-<lane>``, e.g. ``pd-prefill``) running ``spec``'s works until stop.
 
-    def __init__(self, name: str, target: Callable[[], None], engine: str) -> None:
-        self.name = name
+    ``guard`` wraps the loop (the engine's: a crash fails every live request); ``idle`` is called after a
+    pass in which no work had anything to do. ``threads``: the lane's intra-op thread count, set first thing
+    on its own thread (None: the process's). Mutates ``busy_s`` as it works.
+    """
+
+    def __init__(
+        self,
+        spec: LaneSpec,
+        engine: str,
+        *,
+        arbiter: LaneArbiter,
+        stream: LaneStream,
+        threads: int | None,
+        guard: Callable[[Callable[[], None]], Callable[[], None]],
+        idle: Callable[[], None],
+    ) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.stream = stream
+        self.threads = threads
         self.busy_s = 0.0  # cumulative seconds spent working
-        self.thread = threading.Thread(target=_in_inference_mode(target), name=f"{engine}-{name}", daemon=True)
+        self._arbiter = arbiter
+        self._idle = idle
+        self.thread = threading.Thread(target=self._main(guard(self._pass)), name=f"{engine}-{spec.name}", daemon=True)
+
+    def _pass(self) -> None:
+        worked = [work.run(self) for work in self.spec.works]  # every work, each pass: none starves another
+        if not any(worked):
+            self._idle()
+
+    def _main(self, loop: Callable[[], None]) -> Callable[[], None]:
+        """``loop`` under ``torch.inference_mode`` for the thread's whole life (every tensor a lane makes, not
+        only the model's forward, skips autograd's bookkeeping), with the lane's thread budget."""
+
+        def run() -> None:
+            if self.threads is not None:
+                use_intra_op_threads(self.threads)
+            with torch.inference_mode():
+                loop()
+
+        return run
 
     @contextmanager
-    def busy(self) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.busy_s += time.perf_counter() - start
+    def turn(self) -> Iterator[None]:
+        """Hold the device: the arbiter's turn, the busy meter running, this lane's stream current."""
+        with self._arbiter.turn(self.name):
+            start = time.perf_counter()
+            try:
+                with self.stream.activate():
+                    yield
+            finally:
+                self.busy_s += time.perf_counter() - start

@@ -4,7 +4,7 @@ Policy. The ``prefill`` lane works as in PD. Running requests are split into
 ``micro_batches`` groups. The ``decode`` lane drafts a block for one group
 and queues it for the ``verify`` lane, then drafts the next group while that
 block is being verified; the ``verify`` lane verifies and accepts a block and
-returns its surviving requests to the ready queue. So the draft of one group
+returns its surviving requests to the ready pool. So the draft of one group
 overlaps the verification of another. Each lane has its own thread, queue and
 (on CUDA) stream; blocks and requests cross lanes with an event recorded by
 the producer and waited on by the consumer's stream.
@@ -18,43 +18,60 @@ verification or being verified). Requests that become ready while that many
 are out wait and join the next group, so arrivals merge into the groups
 instead of each starting a block of its own.
 
-Hybrid mode: with fewer than ``hybrid_threshold`` running requests there is
-nothing to pipeline against, so the decode lane drafts and verifies
-atomically, exactly as PD does.
+Atomic or pipelined, per group (``engine.schedulers.plan.plan_group``): with
+fewer than ``hybrid_threshold`` running requests there is nothing to pipeline
+against, so the decode lane drafts and verifies atomically, exactly as PD
+does. At or above it, with ``StepChoice.COST``, the group is pipelined only
+where the measured step costs say the groups advance sooner that way than in
+one atomic step (drafting must cost about what verifying does, and the lanes
+must overlap); with ``StepChoice.COUNT`` it always is.
+
+Composition: ``Prefill``, ``Draft`` and ``Verify`` (``engine.schedulers.pipeline``)
+on three lanes; a ready pool and a verify queue between them.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import threading
-from collections import deque
 
 from engine.config import EngineName
-from engine.devices import keep_for_current_stream
-from engine.schedulers.isolation import RowState, snapshot
-from engine.schedulers.pd import PDEngine
-from engine.sequence import Sequence
-from engine.stages import DraftBlock
+from engine.profiling.cost_profile import CostProfile
+from engine.schedulers.base import Engine
+from engine.schedulers.handoff import Handoff, VerifyQueue
+from engine.schedulers.lanes import LaneSpec
+from engine.schedulers.pipeline import Draft, Verify
+from engine.schedulers.plan import GroupRules, ModeCosts, mode_costs
+from engine.schedulers.prefill import Prefill
 
 log = logging.getLogger(__name__)
 
 
-class PDVEngine(PDEngine):
+class PDVEngine(Engine):
     name = EngineName.PDV
-    lane_names = ("prefill", "decode", "verify")
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._qlock = threading.Lock()
-        self._ready: deque[Sequence] = deque()  # sequences waiting to be drafted
-        self._verify_queue: deque[DraftBlock] = deque()
-        # each queued block's rows as they were before it was drafted (id(block) -> rows), for a failed verify
-        self._drafted_from: dict[int, list[RowState]] = {}
-        self._in_flight = 0  # sequences the decode lane took: being drafted, in queued or verifying blocks
-        self._groups_out = 0  # groups counted in _in_flight
-        self._verifying = 0  # blocks the verify lane has taken and not yet finished (0 or 1)
-        self._hybrid_mode: bool | None = None  # the mode of the decode lane's last group
+    def _compose(self) -> tuple[LaneSpec, ...]:
+        config = self.config
+        self.ready = Handoff()  # sequences past prefill waiting to be drafted, and the groups out
+        self.verify_queue = VerifyQueue()
+        rules = GroupRules(config.micro_batches, config.hybrid_threshold, config.step_choice)
+        prefill = Prefill(self, self.ready)
+        self.drafting = Draft(self, self.ready, self.verify_queue, rules, self._mode_costs)
+        verify = Verify(self, self.verify_queue, self.ready)
+        return (
+            LaneSpec("prefill", (prefill,), prefill.depth, lambda: len(prefill.prefilling)),
+            LaneSpec("decode", (self.drafting,), self.ready.queued, self.ready.queued),
+            LaneSpec("verify", (verify,), self.verify_queue.depth, self.verify_queue.sequences),
+        )
+
+    def _mode_costs(self, rows: int) -> ModeCosts | None:
+        """The step costs at ``rows`` running sequences, from the profile (None without one: no cost choice)."""
+        if self.profile is None:
+            return None
+        groups = self.config.micro_batches
+        draft_len = self.controller.length
+        overlap = self.arbiter.slots > 1
+        slowdown = overlap_slowdown(self.profile, -(-rows // groups), draft_len + 1) if overlap else 1.0
+        return mode_costs(self.profile, rows, groups, draft_len, self.drafter.model is not None, overlap, slowdown)
 
     def start(self):
         ctrl = self.config.controller
@@ -68,123 +85,7 @@ class PDVEngine(PDEngine):
             )
         return super().start()
 
-    def _lane_loops(self):
-        return {"prefill": self._prefill_loop, "decode": self._decode_loop, "verify": self._verify_loop}
 
-    def _queue_depths(self) -> dict[str, int]:
-        return {
-            "prefill": len(self._waiting) + self._inbox.qsize() + len(self._prefilling),
-            "decode": len(self._ready),
-            "verify": len(self._verify_queue),
-        }
-
-    def _backlog(self) -> dict[str, int]:
-        with self._qlock:
-            return {
-                "prefill": len(self._prefilling),
-                "decode": len(self._ready),
-                "verify": sum(len(b.seqs) for b in self._verify_queue),
-            }
-
-    def _decode_side(self) -> int:
-        with self._qlock:
-            return len(self._ready) + self._in_flight
-
-    def _hand_to_decode(self, seqs: list[Sequence]) -> None:
-        with self._qlock:
-            self._ready.extend(seqs)
-
-    def _take_group(self) -> tuple[list[Sequence], bool]:
-        """Pop the next group to draft and whether to run it atomically (hybrid mode).
-
-        The group counts as in flight from here until its survivors are back in
-        the ready queue, so the prefill lane's batch limit always sees it.
-        """
-        with self._qlock:
-            if self._groups_out >= self.config.micro_batches:
-                return [], False
-            total = len(self._ready) + self._in_flight
-            threshold = self.config.hybrid_threshold
-            hybrid = threshold is not None and total < threshold
-            size = len(self._ready) if hybrid else math.ceil(total / self.config.micro_batches)
-            group = [self._ready.popleft() for _ in range(min(size, len(self._ready)))]
-            if group:
-                self._in_flight += len(group)
-                self._groups_out += 1
-        return group, hybrid
-
-    def _verify_ahead(self) -> int:
-        """Blocks ahead of the one about to be drafted in the verify lane: queued or being verified."""
-        with self._qlock:
-            return len(self._verify_queue) + self._verifying
-
-    def _return_group(self, taken: int, alive: list[Sequence]) -> None:
-        """A group of ``taken`` sequences is done with; ``alive`` go back to the ready queue."""
-        with self._qlock:
-            self._in_flight -= taken
-            self._groups_out -= 1
-            self._ready.extend(alive)
-
-    # ----------------------------------------------------------------- decode
-    def _decode_loop(self) -> None:
-        stream = self.streams["decode"]
-        group, hybrid = self._take_group()
-        if not group:
-            self._idle()
-            return
-        for event in {id(s.handoff_event): s.handoff_event for s in group}.values():
-            stream.wait(event)
-        if hybrid != self._hybrid_mode:
-            # a hybrid step times draft + verify, a pipelined one the draft alone: the p95 the
-            # controller reads must not mix the two
-            self._decode_latencies.clear()
-            self._hybrid_mode = hybrid
-        with self.arbiter.turn("decode"), self.lanes["decode"].busy(), stream.activate():
-            ahead = self._verify_ahead()  # read once the turn is ours: waiting for it may have let a block finish
-            before = snapshot(group)
-            try:
-                if hybrid:
-                    alive = self._step(group, ahead)
-                else:
-                    block = self._draft(group, ahead)
-                    self._decode_latencies.append(block.draft_s)
-                    block.ready_event = stream.record()
-            except Exception as exc:
-                hybrid, alive = True, self._recover(before, exc, self._step)  # each row again, atomically
-        if hybrid:
-            event = stream.record()
-            for seq in alive:
-                seq.handoff_event = event
-            self._return_group(len(group), alive)
-            return
-        with self._qlock:
-            self._verify_queue.append(block)
-            self._drafted_from[id(block)] = before
-        self._notify()
-
-    # ----------------------------------------------------------------- verify
-    def _verify_loop(self) -> None:
-        with self._qlock:
-            block = self._verify_queue.popleft() if self._verify_queue else None
-            self._verifying += block is not None
-            before = self._drafted_from.pop(id(block), None) if block is not None else None
-        if block is None:
-            self._idle()
-            return
-        stream = self.streams["verify"]
-        stream.wait(block.ready_event)
-        alive: list[Sequence] = []
-        with self.arbiter.turn("verify"), self.lanes["verify"].busy(), stream.activate():
-            try:
-                alive = self._verify(block)
-            except Exception as exc:
-                # back to before the block was drafted, then each row drafted and verified alone
-                alive = self._recover(before, exc, self._step)
-            keep_for_current_stream(*block.tensors())  # allocated on the decode lane's stream
-            event = stream.record()
-        for seq in alive:
-            seq.handoff_event = event
-        with self._qlock:
-            self._verifying -= 1
-        self._return_group(len(block.seqs), alive)
-        self._notify()
+def overlap_slowdown(profile: CostProfile, rows: int, tokens: int) -> float:
+    """How much a forward of ``rows`` x ``tokens`` slows while another lane computes at once, as measured."""
+    return profile.concurrent_slowdown(rows, tokens)

@@ -5,9 +5,10 @@ import time
 
 import pytest
 
-from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.config import ControllerConfig, EngineConfig, SamplingParams, StepChoice
 from engine.request import Request, RequestStatus
 from engine.schedulers import base
+from engine.schedulers.handoff import VerifyQueue
 from engine.schedulers.registry import make_engine
 from tests.support.pdv_modes import count_modes
 from tests.support.serve import wait_until
@@ -308,15 +309,16 @@ def test_pdv_tells_the_controller_how_many_blocks_are_ahead_in_the_verify_lane(t
     ahead = [s.verify_queue for _, s in seen]
     assert max(ahead) == 2
 
-    eng = make_engine("pdv", tiny_pair, config)  # the count itself: queued blocks and the one being verified
-    eng._verify_queue.extend(["queued"]), setattr(eng, "_verifying", 1)
-    assert eng._verify_ahead() == 2
+    blocks = VerifyQueue()  # the count itself: queued blocks and the one being verified
+    blocks.put("being verified", []), blocks.put("queued", []), blocks.take()
+    assert blocks.ahead() == 2
 
 
 def test_pdv_decode_p95_never_mixes_hybrid_and_pipelined_steps(tiny_pair, monkeypatch):
     # four requests of different lengths: pipelined while three or more run, hybrid after
     config = EngineConfig(
-        drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=2, hybrid_threshold=3
+        drafter="model", controller=ControllerConfig(kind="fixed"), micro_batches=2, hybrid_threshold=3,
+        step_choice=StepChoice.COUNT,
     )
     # a clock per lane thread that only the stages move: a draft takes 1 ms and a verify 50 ms, whatever the
     # machine does meanwhile

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.config import ControllerConfig, EngineConfig, LaneCompute, SamplingParams, StepChoice
 from engine.draft_source import SourceKind
 from engine.request import Request
 from engine.runner import ModelRunner
@@ -71,6 +71,35 @@ def test_greedy_output_matches_verifier_alone(tiny_pair, references, engine, con
     config = EngineConfig(drafter="model", controller=ControllerConfig(kind=controller))
     requests, _ = run(tiny_pair, engine, config)
     assert len(requests) >= 16
+    for r in requests:
+        assert r.status == "ok", r.error
+        assert r.output_token_ids == references[r.request_id], r.request_id
+
+
+LANE_MODES = {  # every way an engine may run its lanes: (engine, lane compute, pdv's hybrid threshold, step choice)
+    "pd-turns": ("pd", LaneCompute.TURNS, 3, StepChoice.COST),
+    "pd-at-once": ("pd", LaneCompute.AT_ONCE, 3, StepChoice.COST),
+    "baseline-at-once": ("baseline", LaneCompute.AT_ONCE, 3, StepChoice.COST),
+    "pdv-turns-cost": ("pdv", LaneCompute.TURNS, 3, StepChoice.COST),
+    "pdv-at-once-cost": ("pdv", LaneCompute.AT_ONCE, 3, StepChoice.COST),
+    "pdv-at-once-pipelined": ("pdv", LaneCompute.AT_ONCE, None, StepChoice.COST),
+    "pdv-at-once-atomic": ("pdv", LaneCompute.AT_ONCE, 100, StepChoice.COST),
+    "pdv-turns-count": ("pdv", LaneCompute.TURNS, 3, StepChoice.COUNT),
+}
+
+
+@pytest.mark.parametrize("mode", LANE_MODES)
+@pytest.mark.parametrize("drafter", ["model", "suffix"])
+def test_greedy_output_matches_verifier_alone_in_every_lane_mode(tiny_pair, references, mode, drafter):
+    engine, compute, threshold, choice = LANE_MODES[mode]
+    config = EngineConfig(
+        drafter=drafter,
+        controller=ControllerConfig(kind="cost"),
+        lane_compute=compute,
+        hybrid_threshold=threshold,
+        step_choice=choice,
+    )
+    requests, _ = run(tiny_pair, engine, config)
     for r in requests:
         assert r.status == "ok", r.error
         assert r.output_token_ids == references[r.request_id], r.request_id

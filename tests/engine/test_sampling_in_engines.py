@@ -11,13 +11,14 @@ against a named wrong behaviour and asserts it is at least 0.99.
 """
 
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import pytest
 import torch
 from scipy.stats import chisquare
 
-from engine.config import ControllerConfig, EngineConfig, SamplingParams
+from engine.config import ControllerConfig, EngineConfig, LaneCompute, SamplingParams, StepChoice
 from engine.request import Request
 from engine.schedulers.registry import make_engine
 from tests.engine.test_lossless import GATE
@@ -29,12 +30,24 @@ POSITIONS = range(1, DRAFT_LEN + 1)  # output tokens 1..4 (token 0 comes from pr
 TOP_K = 4  # keeps the exact marginals cheap (4^4 prefixes) and the draft's and verifier's supports overlapping
 
 
-def sampled_counts(pair, engine: str, prompt: list[int], params: SamplingParams, confidence=None) -> np.ndarray:
+class LanesMode(NamedTuple):
+    lane_compute: LaneCompute
+    hybrid_threshold: int | None  # pdv: below this many running requests atomic, None: never
+    step_choice: StepChoice  # pdv at or above the threshold: COUNT always pipelines (no step-cost profile read)
+
+
+TURNS_COUNT = LanesMode(LaneCompute.TURNS, 3, StepChoice.COUNT)
+
+
+def sampled_counts(
+    pair, engine: str, prompt: list[int], params: SamplingParams, confidence=None, lanes: LanesMode = TURNS_COUNT
+) -> np.ndarray:
     """Counts [DRAFT_LEN + 1, V] of output tokens 0..4 over TRIALS requests (seeds 0..) in one engine run."""
     config = EngineConfig(
         drafter="model",
         max_batch_size=256,  # many rows per step: the run takes seconds, not minutes
         controller=ControllerConfig(kind="fixed", draft_len=DRAFT_LEN, draft_confidence=confidence),
+        **lanes._asdict(),
     )
     requests = [Request(f"s{i}", prompt, SamplingParams(**{**params.__dict__, "seed": i})) for i in range(TRIALS)]
     eng = make_engine(engine, pair, config)
@@ -86,6 +99,26 @@ def test_sampled_tokens_follow_the_verifier_at_every_drafted_position(tiny_pair,
         assert chisquare_pvalue(counts[i], exact.draft[i]) < ALPHA, i
         if engine != "ar":
             assert chisquare_pvalue(counts[i], exact.resampled[i]) < ALPHA, i
+
+
+@pytest.mark.parametrize(
+    ("engine", "lanes"),
+    [
+        ("pd", LanesMode(LaneCompute.AT_ONCE, 3, StepChoice.COUNT)),
+        ("pdv", LanesMode(LaneCompute.AT_ONCE, None, StepChoice.COUNT)),  # pipelined, draft and verify at once
+        ("pdv", LanesMode(LaneCompute.AT_ONCE, 10_000, StepChoice.COUNT)),  # atomic on the decode lane
+    ],
+    ids=["pd-at-once", "pdv-at-once-pipelined", "pdv-at-once-atomic"],
+)
+def test_sampled_tokens_follow_the_verifier_with_lanes_at_once(tiny_pair, engine, lanes):
+    """As above, with each lane on its own share of the cores: the lanes' threads change no distribution."""
+    prompt = tiny_pair.encode_prompt("hi")
+    exact = marginals(tiny_pair, prompt, DRAFT_LEN + 1, 1.0, TOP_K, 1.0, gate=None)
+    counts = sampled_counts(tiny_pair, engine, prompt, top_k_params(), lanes=lanes)
+    for i in range(DRAFT_LEN + 1):
+        assert chisquare_pvalue(counts[i], exact.exact[i]) > ALPHA, i
+    for i in POSITIONS:  # the same power as above against sampling from p after a rejection
+        assert chisquare_pvalue(counts[i], exact.resampled[i]) < ALPHA, i
 
 
 def test_sampled_tokens_follow_the_verifier_with_the_confidence_gate(tiny_pair):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from engine.config import ControllerConfig, EngineConfig
+from engine.config import ControllerConfig, EngineConfig, StepChoice
 from engine.models.pair import ModelLoadError, _pair, load_model_pair
 from engine.models.shared_draft import (
     SharedDraftError,
@@ -19,6 +19,7 @@ from engine.models.shared_draft import (
 from engine.models.tiny import tiny_models, tiny_tokenizer
 from tests.engine.test_sampling_in_engines import merged_chisquare, sampled_second_tokens, second_token_marginal
 from tests.support.greedy import greedy_run_matches_verifier
+from tests.support.sampling_power import power_at_distance, trials_for_power
 
 # the tiny vocabulary is 256 bytes + <eos>; the draft may propose lowercase letters, space and <eos> only
 SUBSET = torch.tensor([*range(ord("a"), ord("z") + 1), ord(" "), 256])
@@ -116,7 +117,10 @@ def test_load_model_pair_takes_a_shared_draft_directory(verifier, tmp_path):
 
 @pytest.mark.parametrize("engine", ["baseline", "pdv"])
 def test_greedy_output_is_the_verifiers_even_for_tokens_the_draft_cannot_propose(subset_pair, engine):
-    config = EngineConfig(drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3))
+    # pdv pipelines at three requests or more, reading no step-cost profile (none is measured for this pair)
+    config = EngineConfig(
+        drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3), step_choice=StepChoice.COUNT
+    )
     requests = greedy_run_matches_verifier(subset_pair, engine, ["Hello, World! 123", "zzz", "UPPER case"], 20, config)
     outputs = [t for r in requests for t in r.output_token_ids]
     assert any(t not in SUBSET.tolist() for t in outputs)  # the verifier did emit tokens outside the subset
@@ -124,10 +128,14 @@ def test_greedy_output_is_the_verifiers_even_for_tokens_the_draft_cannot_propose
 
 
 def test_sampled_second_token_follows_the_verifier_with_a_subset_draft(subset_pair):
+    """T = 1, second output token, pooled chi-square at level 1e-3, with as many samples as give power >= 0.9
+    against every distribution at total-variation distance 0.1 or more (``tests/support/sampling_power.py``)."""
     prompt = subset_pair.encode_prompt("hi")
-    second = sampled_second_tokens(subset_pair, "baseline", prompt)
-    assert second[np.setdiff1d(np.arange(257), SUBSET.numpy())].sum() > 0  # mass outside the subset is reached
     exact = second_token_marginal(subset_pair.verifier.model, prompt)
+    trials = trials_for_power(exact, delta=0.1, alpha=1e-3, target=0.9)
+    assert power_at_distance(exact, trials, 0.1, 1e-3) >= 0.9
+    second = sampled_second_tokens(subset_pair, "baseline", prompt, trials)
+    assert second[np.setdiff1d(np.arange(257), SUBSET.numpy())].sum() > 0  # mass outside the subset is reached
     assert merged_chisquare(second, exact) > 1e-3
 
 

@@ -1,0 +1,208 @@
+"""The engines' decisions as pure functions: a snapshot of state in, a plan out.
+
+Threads only carry plans out; every choice an engine makes about what runs
+next is here, testable without a thread or a model:
+
+* ``choose_lane`` – which waiting lane gets the device next (decode > verify >
+  prefill, verify promoted when its backlog runs ahead, a starved lane first);
+* ``plan_group`` – PDV's next group: how many ready sequences, and whether
+  they run as one atomic step (draft + verify on the decode lane) or as a
+  pipelined block (drafted here, verified on the verify lane while the next
+  group drafts);
+* ``pipelined_pays`` – that choice from step costs (``ModeCosts``);
+* ``lane_budgets`` – how many lanes may compute at once and each one's
+  intra-op thread count when lanes run at once on a CPU.
+
+The draft length L is the controller's decision (``engine.controllers``).
+"""
+
+from __future__ import annotations
+
+import math
+from enum import StrEnum
+from typing import NamedTuple
+
+from engine.config import LaneCompute, StepChoice
+from engine.profiling.cost_profile import CostProfile
+
+PRIORITY = ("decode", "verify", "prefill")
+STARVATION_S = 0.5  # about two decode steps of the default pair on a 2-core CPU
+
+
+def choose_lane(
+    waiting: dict[str, float], backlog: dict[str, int], promote_margin: int, now: float = 0.0
+) -> str | None:
+    """Which waiting lane runs next.
+
+    ``waiting`` maps each waiting lane to when it started waiting;
+    ``backlog`` is the work queued per lane (sequences ready to draft for
+    decode, sequences in queued verify blocks, requests waiting for prefill).
+    A lane that has waited longer than ``STARVATION_S`` runs next whatever its
+    priority: a decode lane always has work, and strict priority would
+    otherwise starve prefill.
+    """
+    starved = [lane for lane, since in waiting.items() if now - since > STARVATION_S]
+    if starved:
+        return min(starved, key=lambda lane: waiting[lane])
+    order = list(PRIORITY)
+    if backlog.get("verify", 0) > backlog.get("decode", 0) + promote_margin:
+        order = ["verify", "decode", "prefill"]
+    for lane in order:
+        if lane in waiting:
+            return lane
+    return next(iter(sorted(waiting)), None)
+
+
+# --------------------------------------------------------------------------
+# PDV: the next group, atomic or pipelined
+# --------------------------------------------------------------------------
+
+
+class StepMode(StrEnum):
+    ATOMIC = "atomic"  # draft + verify + accept on the decode lane, as PD does
+    PIPELINED = "pipelined"  # drafted on the decode lane, verified on the verify lane
+
+
+class GroupState(NamedTuple):
+    """What PDV's decode lane sees when it takes a group (read under the ready pool's lock)."""
+
+    ready: int  # sequences waiting to be drafted
+    in_flight: int  # sequences taken and not back yet: being drafted, queued for or in verification
+    groups_out: int  # groups among ``in_flight``
+
+
+class GroupRules(NamedTuple):
+    micro_batches: int  # groups out at most
+    hybrid_threshold: int | None  # below this many running sequences always atomic; None: never atomic
+    choice: StepChoice  # at or above the threshold: from step costs, or always pipelined
+
+
+class ModeCosts(NamedTuple):
+    """Step costs at the current load, in seconds (from the machine's ``CostProfile``)."""
+
+    atomic_s: float  # one atomic step over every running sequence: L draft positions + one verify
+    draft_s: float  # drafting one group of the pipelined split (0 for drafters that run no model)
+    verify_s: float  # verifying one group
+    # a forward's time on one lane's share of the cores while another lane computes at once / its time alone
+    # with every core (the profile's ``concurrent_slowdown``); read only when ``overlap``
+    slowdown: float
+    overlap: bool  # whether the draft and verify lanes compute at once (else they take turns)
+
+
+class GroupPlan(NamedTuple):
+    size: int  # sequences to take from the ready pool
+    mode: StepMode
+
+
+def pipelined_period(costs: ModeCosts, groups: int) -> float:
+    """Seconds for every group to advance one step when pipelined.
+
+    In each phase the draft lane drafts one group while the verify lane
+    verifies another. At once, each forward runs on its lane's share of the
+    cores, ``slowdown`` times its time with every core, and the phase lasts
+    as long as the longer of the two. Taking turns, the two run one after the
+    other with every core: draft + verify.
+    """
+    if costs.overlap:
+        return groups * max(costs.draft_s, costs.verify_s) * costs.slowdown
+    return groups * (costs.draft_s + costs.verify_s)
+
+
+def atomic_period(costs: ModeCosts) -> float:
+    """Seconds for every sequence to advance one step atomically: on the decode lane's share of the cores when
+    lanes run at once (``slowdown`` times its time with every core), else with every core."""
+    return costs.atomic_s * (costs.slowdown if costs.overlap else 1.0)
+
+
+def pipelined_pays(costs: ModeCosts, groups: int) -> bool:
+    """Whether ``groups`` pipelined groups advance every sequence sooner than one atomic step does.
+
+    Both emit the same expected tokens per sequence (the same L, the same
+    acceptance), so the shorter period wins; a tie goes to the atomic step,
+    which adds no hand-off.
+    """
+    return groups > 1 and pipelined_period(costs, groups) < atomic_period(costs)
+
+
+def plan_group(state: GroupState, rules: GroupRules, costs: ModeCosts | None) -> GroupPlan | None:
+    """The next group to take, or None when none may go out (every group out, or nothing ready).
+
+    Atomic: every ready sequence in one step. Pipelined: an equal share
+    (running / micro_batches) so the groups keep the lanes evenly busy;
+    sequences that become ready while every group is out wait and join the
+    next group. ``costs`` is read only for ``StepChoice.COST`` at or above the
+    threshold; it must be given then.
+    """
+    if state.groups_out >= rules.micro_batches or state.ready == 0:
+        return None
+    total = state.ready + state.in_flight
+    threshold = rules.hybrid_threshold
+    if threshold is None:
+        mode = StepMode.PIPELINED
+    elif total < threshold:
+        mode = StepMode.ATOMIC
+    elif rules.choice is StepChoice.COUNT:
+        mode = StepMode.PIPELINED
+    else:
+        if costs is None:
+            raise ValueError("the cost-based step choice needs the step costs")
+        mode = StepMode.PIPELINED if pipelined_pays(costs, rules.micro_batches) else StepMode.ATOMIC
+    size = state.ready if mode is StepMode.ATOMIC else math.ceil(total / rules.micro_batches)
+    return GroupPlan(min(size, state.ready), mode)
+
+
+# --------------------------------------------------------------------------
+# Compute per lane
+# --------------------------------------------------------------------------
+
+
+class LaneBudgets(NamedTuple):
+    slots: int  # lanes that may hold a device turn at once
+    threads: dict[str, int | None]  # lane -> its intra-op threads; None: whatever the thread has (CUDA)
+
+
+def lane_budgets(lanes: tuple[str, ...], cores: int, cuda: bool, compute: LaneCompute) -> LaneBudgets:
+    """How many of ``lanes`` compute at once and with how many intra-op threads each.
+
+    On CUDA every lane may run (their streams overlap) and threads do not
+    matter. On a CPU taking turns, one lane at a time uses all ``cores``
+    (each lane sets them itself: a thread otherwise starts with whatever
+    count another thread set last). At once, as many lanes as there are
+    cores run, each with an equal share of ``cores``; the share's remainder
+    goes to the lanes first in priority (decode, verify, prefill), so the
+    lanes at once use exactly ``cores`` threads.
+    """
+    if cores < 1:
+        raise ValueError(f"cores must be >= 1, got {cores}")
+    if cuda:
+        return LaneBudgets(len(lanes), dict.fromkeys(lanes))
+    if compute is LaneCompute.TURNS or len(lanes) == 1:
+        return LaneBudgets(1, dict.fromkeys(lanes, cores))
+    slots = min(len(lanes), cores)
+    share, extra = divmod(cores, slots)
+    ranked = sorted(lanes, key=lambda lane: PRIORITY.index(lane) if lane in PRIORITY else len(PRIORITY))
+    threads = {lane: share + (i < extra) for i, lane in enumerate(ranked)}
+    return LaneBudgets(slots, {lane: threads[lane] for lane in lanes})
+
+
+def mode_costs(
+    profile: CostProfile, rows: int, groups: int, draft_len: int, model_drafts: bool, overlap: bool, slowdown: float
+) -> ModeCosts:
+    """``ModeCosts`` for ``rows`` running sequences split into ``groups``, each proposing ``draft_len`` tokens.
+
+    ``model_drafts``: the proposals come from the draft model, whose forwards the profile times (lookups in a
+    request's context or the suffix tree run no forward, so drafting costs ~0 and the atomic step wins).
+    """
+    group = math.ceil(rows / groups)
+    tokens = draft_len + 1
+
+    def draft_s(batch: int) -> float:
+        return draft_len * profile.draft_s(batch) if model_drafts else 0.0
+
+    return ModeCosts(
+        atomic_s=draft_s(rows) + profile.verify_s(rows, tokens),
+        draft_s=draft_s(group),
+        verify_s=profile.verify_s(group, tokens),
+        slowdown=slowdown,
+        overlap=overlap,
+    )

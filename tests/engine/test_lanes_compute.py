@@ -1,0 +1,70 @@
+"""Lanes at once on a CPU: each lane computes with its own intra-op thread budget, and the arbiter lets that many
+lanes hold a turn together; taking turns, one lane at a time uses every core."""
+
+import threading
+
+import pytest
+import torch
+
+from engine.config import ControllerConfig, EngineConfig, LaneCompute, SamplingParams
+from engine.request import Request
+from engine.schedulers.lanes import LaneArbiter
+from engine.schedulers.registry import make_engine
+
+
+def threads_seen_by_each_lane(pair, compute: LaneCompute) -> tuple[dict[str, set[int]], int]:
+    """Run PDV (pipelined, so every lane works) and record ``torch.get_num_threads()`` on each lane's thread
+    as its stages run. Returns {thread name: counts seen} and the arbiter's slots."""
+    config = EngineConfig(
+        drafter="model",
+        controller=ControllerConfig(kind="fixed"),
+        hybrid_threshold=None,
+        lane_compute=compute,
+        intra_op_threads=2,
+    )
+    eng = make_engine("pdv", pair, config)
+    seen: dict[str, set[int]] = {}
+
+    def recorded(stage):
+        def run(*args, **kwargs):
+            seen.setdefault(threading.current_thread().name, set()).add(torch.get_num_threads())
+            return stage(*args, **kwargs)
+
+        return run
+
+    eng._prefill, eng._draft, eng._verify = recorded(eng._prefill), recorded(eng._draft), recorded(eng._verify)
+    requests = [Request(f"t{i}", [1, 2, 3 + i], SamplingParams(max_new_tokens=8)) for i in range(4)]
+    try:
+        eng.generate(requests, timeout=60)
+    finally:
+        eng.stop()
+    assert all(r.status == "ok" for r in requests)
+    return seen, eng.arbiter.slots
+
+
+@pytest.mark.parametrize(("compute", "threads", "slots"), [(LaneCompute.AT_ONCE, 1, 2), (LaneCompute.TURNS, 2, 1)])
+def test_each_lane_computes_with_its_own_thread_budget(tiny_pair, compute, threads, slots):
+    main_threads = torch.get_num_threads()
+    seen, arbiter_slots = threads_seen_by_each_lane(tiny_pair, compute)
+    assert set(seen) == {"pdv-prefill", "pdv-decode", "pdv-verify"}
+    assert all(counts == {threads} for counts in seen.values()), seen
+    assert arbiter_slots == slots
+    assert torch.get_num_threads() == main_threads  # the caller's own count is its own
+
+
+def test_the_arbiter_lets_as_many_lanes_as_slots_hold_a_turn_together():
+    arbiter = LaneArbiter(slots=2, promote_margin=2, backlog=dict)
+    inside = threading.Barrier(2, timeout=10)  # passes only when both lanes are inside their turns at once
+    passed = []
+
+    def lane(name):
+        with arbiter.turn(name):
+            inside.wait()
+            passed.append(name)
+
+    workers = [threading.Thread(target=lane, args=(n,)) for n in ("decode", "verify")]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(10)
+    assert sorted(passed) == ["decode", "verify"]
