@@ -16,6 +16,15 @@ from tests.engine.test_lossless import PROMPTS
 from tests.engine.test_sampling_in_engines import merged_chisquare, second_token_marginal, seeded_samples
 from tests.support.greedy import hf_greedy
 from tests.support.runners import counting
+from tests.support.sampling_power import power_at_distance, trials_for_power
+
+# The sampled-distribution checks below: a pooled chi-square test at level ALPHA, with as many samples as give
+# power >= POWER against every second-token distribution at total-variation distance DELTA or more from the
+# verifier's (tests/support/sampling_power.py gives the bound; each test computes its sample size from the exact
+# marginal of its own prompt: 1,800-2,100 on the tiny pair, where 800 gave about 0.5).
+ALPHA = 1e-3
+DELTA = 0.1
+POWER = 0.9
 
 
 def lookup(tokens: list[int], min_n: int = 1, max_n: int = 3, k: int = 4) -> list[int]:
@@ -81,7 +90,14 @@ def test_the_ngram_drafter_never_runs_the_draft_model(tiny_pair):
     assert pair.draft.tokens_forwarded == before
 
 
-def sampled_second_tokens(pair, engine: str, drafter: str, prompt: list[int], trials: int = 800) -> list[Request]:
+def powered_trials(exact: np.ndarray) -> int:
+    """The fewest samples (in hundreds) whose test against ``exact`` has power >= POWER at distance DELTA."""
+    trials = trials_for_power(exact, DELTA, ALPHA, POWER)
+    assert power_at_distance(exact, trials, DELTA, ALPHA) >= POWER
+    return trials
+
+
+def sampled_second_tokens(pair, engine: str, drafter: str, prompt: list[int], trials: int) -> list[Request]:
     controller = ControllerConfig(kind="fixed", draft_len=3)
     config = EngineConfig(
         controller=controller, drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=1
@@ -92,53 +108,61 @@ def sampled_second_tokens(pair, engine: str, drafter: str, prompt: list[int], tr
 @pytest.mark.parametrize("engine", ["baseline", "pd", "pdv"])
 @pytest.mark.parametrize("drafter", ["ngram", "suffix"])
 def test_sampled_second_token_follows_verifier_distribution_with_lookup_proposals(tiny_pair, engine, drafter):
+    """T = 1, second output token: power >= 0.9 at total-variation distance 0.1, alpha = 1e-3 (``powered_trials``:
+    2,100 samples for this prompt, pooled df 117, power 0.91)."""
     # every token occurs once in the prompt, so whatever the first token is, the lookup (or the suffix drafter's
     # match within the request) proposes what followed it
     prompt = np.random.default_rng(0).permutation(tiny_pair.verifier.vocab_size).tolist()
-    requests = sampled_second_tokens(tiny_pair, engine, drafter, prompt)
+    exact = second_token_marginal(tiny_pair.verifier.model, prompt)
+    requests = sampled_second_tokens(tiny_pair, engine, drafter, prompt, powered_trials(exact))
     assert all(r.steps[0].draft_len > 0 for r in requests)
     second = np.bincount([r.output_token_ids[1] for r in requests], minlength=tiny_pair.verifier.vocab_size)
-    exact = second_token_marginal(tiny_pair.verifier.model, prompt)
-    assert merged_chisquare(second, exact) > 1e-3
+    assert merged_chisquare(second, exact) > ALPHA
     # power check: a rule that always kept the proposal would emit the token after t1 in the prompt
     after = {t: prompt[i + 1] for i, t in enumerate(prompt[:-1])}
     kept_always = np.bincount(
         [after.get(r.output_token_ids[0], r.output_token_ids[1]) for r in requests], minlength=len(second)
     )
-    assert merged_chisquare(second, kept_always / kept_always.sum()) < 1e-3
+    assert merged_chisquare(second, kept_always / kept_always.sum()) < ALPHA
 
 
 def test_proposals_from_the_global_suffix_tree_keep_the_distribution(tiny_pair, tmp_path):
+    """T = 1, second output token: power >= 0.9 at total-variation distance 0.1, alpha = 1e-3 (``powered_trials``:
+    1,800 samples for this prompt, pooled df 79, power 0.91)."""
     # the warm-up holds every token once, so the tree proposes what followed the first token there
     vocab = tiny_pair.verifier.vocab_size
     warmup = tmp_path / "warmup.json"
     permutation = np.random.default_rng(2).permutation(vocab).tolist()
     warmup.write_text(json.dumps({"sequences": [permutation]}))
     prompt = tiny_pair.encode_prompt("q")
+    exact = second_token_marginal(tiny_pair.verifier.model, prompt)
     controller = ControllerConfig(kind="fixed", draft_len=3)
     config = EngineConfig(drafter="suffix", suffix_warmup=str(warmup), controller=controller)
-    requests = seeded_samples(tiny_pair, "baseline", config, prompt, 800)
+    requests = seeded_samples(tiny_pair, "baseline", config, prompt, powered_trials(exact))
     from_tree = sum(r.steps[0].source is not None and r.steps[0].source.kind is SourceKind.GLOBAL for r in requests)
     assert from_tree > len(requests) / 2
     second = np.bincount([r.output_token_ids[1] for r in requests], minlength=vocab)
-    assert merged_chisquare(second, second_token_marginal(tiny_pair.verifier.model, prompt)) > 1e-3
+    assert merged_chisquare(second, exact) > ALPHA
     # power check: a rule that always kept the proposal would emit what followed t1 in the warm-up
     after = {t: permutation[i + 1] for i, t in enumerate(permutation[:-1])}
     always = [after.get(r.output_token_ids[0], r.output_token_ids[1]) for r in requests]
     kept_always = np.bincount(always, minlength=vocab)
-    assert merged_chisquare(second, kept_always / kept_always.sum()) < 1e-3
+    assert merged_chisquare(second, kept_always / kept_always.sum()) < ALPHA
 
 
 def test_model_and_lookup_proposals_mixed_in_one_batch_keep_the_distribution(tiny_pair):
+    """T = 1, second output token: power >= 0.9 at total-variation distance 0.1, alpha = 1e-3 (``powered_trials``:
+    1,800 samples for this prompt, pooled df 76, power 0.92)."""
     # half the vocabulary is in the prompt: a first token from that half gets a lookup, any other the draft model
     prompt = np.random.default_rng(1).permutation(tiny_pair.verifier.vocab_size)[:128].tolist()
+    exact = second_token_marginal(tiny_pair.verifier.model, prompt)
     pair = counting(tiny_pair)
     before = pair.draft.tokens_forwarded
-    requests = sampled_second_tokens(pair, "baseline", "model+ngram", prompt)
+    requests = sampled_second_tokens(pair, "baseline", "model+ngram", prompt, powered_trials(exact))
     looked_up = sum(r.output_token_ids[0] in set(prompt) for r in requests)
     assert len(requests) / 10 < looked_up < len(requests) * 9 / 10 and pair.draft.tokens_forwarded > before
     second = np.bincount([r.output_token_ids[1] for r in requests], minlength=tiny_pair.verifier.vocab_size)
-    assert merged_chisquare(second, second_token_marginal(tiny_pair.verifier.model, prompt)) > 1e-3
+    assert merged_chisquare(second, exact) > ALPHA
 
 
 def test_the_draft_cache_stays_in_step_with_lookup_steps_in_between(tiny_pair):
