@@ -16,11 +16,12 @@ Verified on a GPU: not yet (see docs/architecture.md, "CPU and GPU").
 
 from __future__ import annotations
 
+import gc
 import platform
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -53,6 +54,33 @@ class CudaBackend:
     def pin(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.pin_memory()
 
+    def fresh_memory(self, device: torch.device) -> None:
+        gc.collect()  # an engine run before may still hold tensors only its reference cycles keep
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+    def memory(self, device: torch.device) -> AllocatorMemory:
+        return AllocatorMemory(
+            allocated_mb=torch.cuda.memory_allocated(device) / MIB,
+            reserved_mb=torch.cuda.memory_reserved(device) / MIB,
+            peak_allocated_mb=torch.cuda.max_memory_allocated(device) / MIB,
+            peak_reserved_mb=torch.cuda.max_memory_reserved(device) / MIB,
+        )
+
+
+class AllocatorMemory(NamedTuple):
+    """PyTorch's CUDA caching allocator on one device, in MiB: what live tensors hold (allocated) and what the
+    cache holds from the driver (reserved), now and at their peaks since the last ``fresh_memory``. NVML's
+    "used" memory is reserved plus the CUDA context, and other processes' use."""
+
+    allocated_mb: float
+    reserved_mb: float
+    peak_allocated_mb: float
+    peak_reserved_mb: float
+
+
+MIB = 2**20
+
 
 CUDA = CudaBackend()
 
@@ -60,6 +88,49 @@ CUDA = CudaBackend()
 def stream_backend(device: torch.device | str) -> CudaBackend | None:
     """The backend of ``device``'s streams: torch's on CUDA, ``None`` (nothing to order) on the CPU."""
     return CUDA if torch.device(device).type == "cuda" else None
+
+
+def fresh_memory(device: torch.device | str) -> None:
+    """CUDA: empty PyTorch's cache and reset its peaks, so the next engine's figures are its own; CPU: nothing."""
+    backend = stream_backend(device)
+    if backend is not None:
+        backend.fresh_memory(torch.device(device))
+
+
+def allocator_memory(device: torch.device | str) -> AllocatorMemory | None:
+    """PyTorch's allocated and reserved memory on a CUDA device; ``None`` on the CPU, where they do not apply."""
+    backend = stream_backend(device)
+    return None if backend is None else backend.memory(torch.device(device))
+
+
+class DeviceFailure(RuntimeError):
+    """The device failed (a CUDA error): the process's CUDA context is unusable, so the engine stops.
+
+    CUDA errors are sticky: after an illegal address or a device-side assert
+    every later call on the context fails too, so running a batch's rows again
+    one by one would only fail every request more slowly, each with a
+    misleading error of its own.
+    """
+
+
+def is_device_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the device failing (fatal for the process) rather than one batch's problem."""
+    if isinstance(exc, torch.AcceleratorError | DeviceFailure):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(mark in text for mark in DEVICE_ERROR_MARKS)
+
+
+# how CUDA, cuBLAS and cuDNN errors read when torch raises them as plain RuntimeErrors
+DEVICE_ERROR_MARKS = ("CUDA error", "CUBLAS_STATUS_", "CUDNN_STATUS_", "cuDNN error")
+
+
+def raise_if_device_failure(exc: BaseException) -> None:
+    """Raise ``DeviceFailure`` from ``exc`` when the device itself failed; otherwise do nothing."""
+    if is_device_failure(exc):
+        if isinstance(exc, DeviceFailure):
+            raise exc
+        raise DeviceFailure(f"the device failed, which is fatal for the process: {type(exc).__name__}: {exc}") from exc
 
 
 def pci_bus_id(device: torch.device | str, backend: Any = None) -> str | None:

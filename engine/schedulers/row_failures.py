@@ -12,6 +12,7 @@ import threading
 import traceback
 from collections.abc import Callable
 
+from engine.devices import raise_if_device_failure
 from engine.request import Request, RequestStatus
 from engine.schedulers.isolation import RowState, restore, snapshot
 from engine.sequence import Sequence
@@ -45,7 +46,9 @@ class RowFailures:
         self, before: list[RowState], exc: Exception, run: Callable[[list[Sequence]], list[Sequence]]
     ) -> list[Sequence]:
         """After ``exc`` in a batched call over the rows of ``before``: fail a lone row, re-run each row of a
-        larger batch alone. Returns the rows still running (those that had moved on included)."""
+        larger batch alone. Returns the rows still running (those that had moved on included).
+        A failed device (``engine.devices.DeviceFailure``) is no row's failure: it propagates and stops the engine."""
+        raise_if_device_failure(exc)
         if len(before) == 1:
             self._fail([before[0].seq], exc)
             return []
@@ -66,7 +69,8 @@ class RowFailures:
         return alive
 
     def _fail(self, seqs: list[Sequence], exc: BaseException) -> None:
-        """End ``seqs`` as failed with the error text; the engine keeps serving others."""
+        """End ``seqs`` as failed with the error text; the engine keeps serving others (unless the device failed)."""
+        raise_if_device_failure(exc)
         message = f"{type(exc).__name__}: {exc}"
         log.error("%s engine: failing %d request(s): %s", self.name, len(seqs), message)
         for seq in seqs:

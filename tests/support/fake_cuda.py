@@ -40,6 +40,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from engine import devices
+from engine.devices import AllocatorMemory
 from engine.kv import BLOCK_TOKENS, KVPool
 
 BLOCKING_READS = (
@@ -47,6 +48,7 @@ BLOCKING_READS = (
     torch.ops.aten.is_nonzero.default,
     torch.ops.aten.item.default,
 )
+FAKE_MEMORY = AllocatorMemory(allocated_mb=11.0, reserved_mb=32.0, peak_allocated_mb=17.0, peak_reserved_mb=64.0)
 INDEXED = {torch.ops.aten.index_copy_.default: 2, torch.ops.aten.index_select.default: 2}  # op -> index arg
 
 
@@ -135,6 +137,7 @@ class FakeCuda:
         self.findings: list[Finding] = []
         self.host_waits = 0  # event synchronizes (the staging buffer's waits)
         self.pinned = 0  # host buffers pinned
+        self.fresh_memories = 0  # caches emptied and peaks reset
         self.failure: str | None = None
 
     # ---------------------------------------------------------- the backend
@@ -179,6 +182,13 @@ class FakeCuda:
     def pin(self, tensor: torch.Tensor) -> torch.Tensor:
         self.pinned += 1
         return tensor
+
+    def fresh_memory(self, device=None) -> None:
+        self.fresh_memories += 1
+
+    def memory(self, device=None) -> AllocatorMemory:
+        """Figures no CPU has: the fake's own, so a test can tell they were read and written through."""
+        return FAKE_MEMORY
 
     # ----------------------------------------------------------- for tests
     def watch_pool(self, pool: KVPool) -> None:
