@@ -92,7 +92,7 @@ def test_a_tensor_dropped_by_a_lane_is_kept_for_that_lanes_stream(fake_cuda):  #
         keep_for_current_stream(handed)
     with consumer.activate():
         keep_for_current_stream(handed, None)  # None: nothing
-    recorded = {m.allocated_on: m.recorded for m in fake_cuda.memory.values() if m.allocated_on}
+    recorded = {m.allocated_on: m.recorded for m in fake_cuda.storages.values() if m.allocated_on}
     assert recorded == {"s1": {"s1", "s2"}}
 
 

@@ -131,7 +131,7 @@ class FakeCuda:
         self.default = FakeStream(self, "default")
         self.streams = [self.default]
         self.done: dict[str, int] = {}  # per stream, the tick a host wait has seen it finish
-        self.memory: dict[int, Memory] = {}  # id(storage) -> what happened to it
+        self.storages: dict[int, Memory] = {}  # id(storage) -> what happened to it
         self.blocks: dict[tuple[int, int], Memory] = {}  # (id(pool storage), block) -> ...
         self.pools: list[KVPool] = []
         self.findings: list[Finding] = []
@@ -212,14 +212,14 @@ class FakeCuda:
 
     def _memory(self, storage: torch.UntypedStorage, stream: str | None) -> Memory:
         key = id(storage)
-        if key not in self.memory:
-            self.memory[key] = Memory(allocated_on=stream)
+        if key not in self.storages:
+            self.storages[key] = Memory(allocated_on=stream)
             weakref.finalize(storage, self._freed, key)
-        return self.memory[key]
+        return self.storages[key]
 
     def _freed(self, key: int) -> None:
         with self.lock:
-            memory = self.memory.pop(key, None)
+            memory = self.storages.pop(key, None)
             if memory is None or memory.allocated_on is None:
                 return
             owner = next(s for s in self.streams if s.name == memory.allocated_on)
@@ -314,8 +314,10 @@ def fake_cuda(monkeypatch) -> FakeCuda:
 
 
 def on_fake(pair, cuda: FakeCuda, monkeypatch) -> None:
-    """Point ``pair``'s KV pools (built before the fake) at ``cuda``, watched per block."""
+    """Point ``pair``'s KV pools (built before the fake) at ``cuda``, watched per block, until the test ends
+    (the fences of blocks released meanwhile are the fake's, and are dropped with it)."""
     for runner in (pair.verifier, pair.draft):
         if runner is not None:
             monkeypatch.setattr(runner.pool, "backend", cuda)
+            monkeypatch.setattr(runner.pool, "_fences", {})
             cuda.watch_pool(runner.pool)
