@@ -124,7 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="each engine runs the trace this many times per load point, in rotating order; × AR is the median "
         "over rounds with their min-max, and a verdict needs 3",
     )
-    run.add_argument("--warmup", type=int, default=1, help="unmeasured warm-up requests per run")
+    run.add_argument(
+        "--warmup", type=int, default=1, help="unmeasured warm-up requests per run, at least (sent at its concurrency)"
+    )
     run.add_argument("--timeout-s", type=float, help="cancel a run still going after this many seconds")
     run.add_argument("--out", help="run directory (default: runs/<date-time>); new runs are appended")
     run.add_argument(

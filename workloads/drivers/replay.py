@@ -8,10 +8,13 @@ shows the run to other threads while it goes on. The run:
 
 1. builds the engine (``RunHooks.engine_factory``: ``engine.schedulers.registry.make_engine``
    or an endpoint) and starts it;
-2. sends the settings' ``warmup`` short requests and waits for them – the first forward
+2. sends short warm-up requests all at once and waits for them – the first forward
    passes pay for lazy initialisation, which would otherwise land on the first
-   measured request. They are not part of the result, and the time series
-   starts after them;
+   measured request. As many go at once as the run will keep in flight (at
+   least the settings' ``warmup``; ``warmup_concurrency``), so every path the
+   run takes is warm: with one request PDV would never pipeline, and its verify
+   lane would pay its first forward inside the measured run. They are not part
+   of the result, and the time series starts after them;
 3. starts the clock ``t0`` and the sampler, dispatches the trace
    (``workloads.drivers.arrivals.dispatch``) and waits for every submitted request;
 4. stops the engine, which cancels anything unfinished (after a cancel or a
@@ -38,7 +41,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from engine.config import SamplingParams
-from engine.devices import pci_bus_id
+from engine.devices import allocator_memory, fresh_memory, pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
 from metrics.device import open_probe
 from metrics.device_types import DeviceProbe
@@ -58,6 +61,9 @@ from workloads.drivers.trace import Trace, TraceItem, build_trace
 log = logging.getLogger(__name__)
 
 WARMUP_TOKENS = 8
+# warm-up requests at once for an open loop without a cap: enough running requests for PDV to form its two groups
+# and pipeline them (with fewer it may run its steps atomically and leave the verify lane cold)
+OPEN_LOOP_WARMUP = 4
 STOP_TIMEOUT_S = 10.0
 
 
@@ -88,14 +94,26 @@ def _request(item: TraceItem, index: int, params: SamplingParams, on_event: Call
     )
 
 
+def warmup_concurrency(warmup: int, cap: int | None) -> int:
+    """Warm-up requests sent at once: the run's concurrency cap (an open loop without one: ``OPEN_LOOP_WARMUP``),
+    at least ``warmup``; none when ``warmup`` is 0."""
+    if warmup == 0:
+        return 0
+    return max(warmup, cap if cap is not None else OPEN_LOOP_WARMUP)
+
+
 def _warm_up(
     engine: ReplayEngine, items: list[TraceItem], n: int, params: SamplingParams, halt: threading.Event
 ) -> None:
-    for i in range(min(n, len(items))):
-        item = replace(items[i], request_id=f"warmup-{i}", max_new_tokens=min(WARMUP_TOKENS, items[i].max_new_tokens))
+    """Send ``n`` short requests (the trace's first prompts, repeated if it is shorter) at once; wait for all."""
+    sent = []
+    for i in range(n):
+        source = items[i % len(items)]
+        item = replace(source, request_id=f"warmup-{i}", max_new_tokens=min(WARMUP_TOKENS, source.max_new_tokens))
         request = _request(item, i, params, lambda event: None)
         request.teaches_drafter = False  # it runs a measured prompt: its output must not be drafted from
-        request = engine.submit(request)
+        sent.append(engine.submit(request))
+    for request in sent:
         while not request.done.wait(0.1):
             if halt.is_set():
                 return
@@ -138,6 +156,7 @@ def replay(
         if event.finished:
             clock.wake()
 
+    fresh_memory(pair.device)  # CUDA: the previous engine's cache and peaks are not this run's
     eng = hooks.engine_factory(engine, pair, config)
     own_probe = probe is None
     probe = probe if probe is not None else open_probe(str(pair.device), pci_bus_id=pci_bus_id(pair.device))
@@ -148,7 +167,7 @@ def replay(
     try:
         eng.start()
         live.set_state(RunState.WARMUP)
-        _warm_up(eng, items, settings.warmup, params, cancel)
+        _warm_up(eng, items, warmup_concurrency(settings.warmup, policy.cap), params, cancel)
         t0 = time.perf_counter()
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         deadline = None if settings.timeout_s is None else t0 + settings.timeout_s
@@ -217,6 +236,7 @@ def replay(
         suffix_tree=eng.stats().suffix_tree,  # stopped: every request retired and taught the tree
         engine_error=eng.fatal_error or stuck,
         endpoint=eng.describe(),
+        allocator=allocator_memory(pair.device),
     )
     check_accounting(result, eng)
     live.end(result)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from engine.devices import AllocatorMemory
 from engine.request import Request, RequestStatus
 from engine.schedulers.stats import Outcomes
 from engine.suffix_tree import TreeSize
@@ -26,6 +27,8 @@ from metrics.summary import PositionAcceptance, RunSummary
 from metrics.timeseries import TimeseriesRow
 from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop
 
+# run.json's torch_memory_mb when the models ran on the CPU: PyTorch's CUDA allocator has nothing to report there
+NO_ALLOCATOR = "absent: the models ran on the CPU, where PyTorch's CUDA allocator does not apply"
 
 class StopReason(enum.StrEnum):
     """Why a run ended before its trace did; the value is what run.json's ``stop_reason`` holds."""
@@ -56,6 +59,8 @@ class RunResult:
     suffix_tree: TreeSize | None = None  # what the engine's global suffix tree held at the end (suffix drafters)
     round: int = 1  # a comparison's round (1-based): the sweep sets it, with the machine's noise during it
     noise: HostNoise | None = None
+    # PyTorch's own memory on a CUDA device at the run's end (peaks since the run began); None on the CPU
+    allocator: AllocatorMemory | None = None
 
     @property
     def run_id(self) -> str:
@@ -98,6 +103,8 @@ class RunResult:
             "status_counts": asdict(self.counts()),
             "stop_reason": None if self.stop_reason is None else str(self.stop_reason),
             "engine_error": self.engine_error,
+            # beside NVML's device-wide figures (device_probe, the time series): what PyTorch itself holds
+            "torch_memory_mb": self.allocator._asdict() if self.allocator is not None else NO_ALLOCATOR,
             "position_acceptance": [asdict(p) for p in self.positions],
             "suffix_tree": None if self.suffix_tree is None else self.suffix_tree._asdict(),
         }
