@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 
 from engine.config import EngineName
-from engine.profiling.cost_profile import CostProfile
 from engine.schedulers.base import Engine
 from engine.schedulers.handoff import Handoff, VerifyQueue
 from engine.schedulers.lanes import LaneSpec
@@ -70,8 +69,15 @@ class PDVEngine(Engine):
         groups = self.config.micro_batches
         draft_len = self.controller.length
         overlap = self.arbiter.slots > 1
-        slowdown = overlap_slowdown(self.profile, -(-rows // groups), draft_len + 1) if overlap else 1.0
-        return mode_costs(self.profile, rows, groups, draft_len, self.drafter.model is not None, overlap, slowdown)
+        model = self.drafter.model is not None
+        if not overlap:
+            return mode_costs(self.profile, rows, groups, draft_len, model, overlap=False, slowdown=1.0)
+        interference = self.profile.interference
+        if interference is None:  # an older profile: concurrent_slowdown raises ProfileMissing, naming the fix
+            self.profile.concurrent_slowdown(rows, draft_len + 1)
+        slowdown = interference.concurrent_slowdown(-(-rows // groups), draft_len + 1)
+        alone = interference.budget_slowdown(rows, draft_len + 1)
+        return mode_costs(self.profile, rows, groups, draft_len, model, True, slowdown, alone)
 
     def start(self):
         ctrl = self.config.controller
@@ -85,7 +91,3 @@ class PDVEngine(Engine):
             )
         return super().start()
 
-
-def overlap_slowdown(profile: CostProfile, rows: int, tokens: int) -> float:
-    """How much a forward of ``rows`` x ``tokens`` slows while another lane computes at once, as measured."""
-    return profile.concurrent_slowdown(rows, tokens)

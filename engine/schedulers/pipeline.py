@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from engine.devices import keep_for_current_stream
 from engine.schedulers.handoff import Handoff, VerifyQueue
 from engine.schedulers.isolation import snapshot
-from engine.schedulers.plan import GroupRules, ModeCosts, StepMode, plan_group
+from engine.schedulers.plan import GroupPlan, GroupRules, GroupState, ModeCosts, StepMode, plan_group
 from engine.sequence import Sequence
 
 if TYPE_CHECKING:
@@ -44,9 +44,8 @@ class Draft:
         self.rules = rules
         self.costs = costs  # running sequences -> the step costs at that load (None where none are needed)
         self.mode: StepMode | None = None  # the mode of the last group
-        self.modes: dict[StepMode, int] = dict.fromkeys(StepMode, 0)  # groups run per mode: what the choice picked
 
-    def _plan(self, state):
+    def _plan(self, state: GroupState) -> GroupPlan | None:
         needs_costs = self.rules.hybrid_threshold is not None
         costs = self.costs(state.ready + state.in_flight) if needs_costs and state.ready else None
         return plan_group(state, self.rules, costs)
@@ -62,7 +61,6 @@ class Draft:
         if plan.mode is not self.mode:
             engine._decode_latencies.clear()
             self.mode = plan.mode
-        self.modes[plan.mode] += 1
         with lane.turn():
             ahead = self.blocks.ahead()  # read once the turn is ours: waiting for it may have let a block finish
             before = snapshot(group)

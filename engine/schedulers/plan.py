@@ -87,6 +87,9 @@ class ModeCosts(NamedTuple):
     # with every core (the profile's ``concurrent_slowdown``); read only when ``overlap``
     slowdown: float
     overlap: bool  # whether the draft and verify lanes compute at once (else they take turns)
+    # a forward's time on one lane's share of the cores with no other lane computing / its time with every core
+    # (the profile's ``budget_slowdown``): an atomic step's, at once; read only when ``overlap``
+    alone_slowdown: float = 1.0
 
 
 class GroupPlan(NamedTuple):
@@ -110,8 +113,9 @@ def pipelined_period(costs: ModeCosts, groups: int) -> float:
 
 def atomic_period(costs: ModeCosts) -> float:
     """Seconds for every sequence to advance one step atomically: on the decode lane's share of the cores when
-    lanes run at once (``slowdown`` times its time with every core), else with every core."""
-    return costs.atomic_s * (costs.slowdown if costs.overlap else 1.0)
+    lanes run at once (``alone_slowdown`` times its time with every core: the verify lane has nothing to do),
+    else with every core."""
+    return costs.atomic_s * (costs.alone_slowdown if costs.overlap else 1.0)
 
 
 def pipelined_pays(costs: ModeCosts, groups: int) -> bool:
@@ -186,7 +190,14 @@ def lane_budgets(lanes: tuple[str, ...], cores: int, cuda: bool, compute: LaneCo
 
 
 def mode_costs(
-    profile: CostProfile, rows: int, groups: int, draft_len: int, model_drafts: bool, overlap: bool, slowdown: float
+    profile: CostProfile,
+    rows: int,
+    groups: int,
+    draft_len: int,
+    model_drafts: bool,
+    overlap: bool,
+    slowdown: float,
+    alone_slowdown: float = 1.0,
 ) -> ModeCosts:
     """``ModeCosts`` for ``rows`` running sequences split into ``groups``, each proposing ``draft_len`` tokens.
 
@@ -205,4 +216,5 @@ def mode_costs(
         verify_s=profile.verify_s(group, tokens),
         slowdown=slowdown,
         overlap=overlap,
+        alone_slowdown=alone_slowdown,
     )

@@ -24,8 +24,8 @@ COST = GroupRules(micro_batches=2, hybrid_threshold=3, choice=StepChoice.COST)
 NEVER_ATOMIC = GroupRules(micro_batches=2, hybrid_threshold=None, choice=StepChoice.COST)
 
 
-def costs(atomic, draft, verify, slowdown=1.0, overlap=True) -> ModeCosts:
-    return ModeCosts(atomic, draft, verify, slowdown, overlap)
+def costs(atomic, draft, verify, slowdown=1.0, overlap=True, alone=None) -> ModeCosts:
+    return ModeCosts(atomic, draft, verify, slowdown, overlap, slowdown if alone is None else alone)
 
 
 # ---------------------------------------------------------------- group sizes
@@ -90,6 +90,13 @@ def test_atomic_when_the_lanes_take_turns_and_two_half_steps_cost_more_than_one(
     assert plan_group(state, COST, cheap_halves).mode is StepMode.PIPELINED
 
 
+def test_at_once_an_atomic_step_runs_on_the_decode_lanes_share_alone():
+    state = GroupState(ready=8, in_flight=0, groups_out=0)
+    # pipelined 2 * 0.06 * 1.4 = 0.168; atomic 0.150 * 1.2 = 0.18 on one lane's share with the others idle
+    assert plan_group(state, COST, costs(0.150, 0.05, 0.06, slowdown=1.4, alone=1.2)).mode is StepMode.PIPELINED
+    assert plan_group(state, COST, costs(0.150, 0.05, 0.06, slowdown=1.4, alone=1.1)).mode is StepMode.ATOMIC
+
+
 def test_a_tie_and_a_single_group_go_atomic():
     assert not pipelined_pays(costs(atomic=0.4, draft=0.1, verify=0.1, overlap=False), 2)  # 2 * 0.2 == 0.4
     assert not pipelined_pays(costs(atomic=0.2, draft=0.05, verify=0.1, slowdown=1.5), 2)  # 0.3 == 0.3
@@ -112,7 +119,7 @@ def test_mode_costs_read_the_profile_at_the_full_batch_and_at_one_group():
     model = mode_costs(profile, rows=8, groups=2, draft_len=4, model_drafts=True, overlap=True, slowdown=1.3)
     assert model.atomic_s == pytest.approx(4 * 0.006 + 0.050)
     assert (model.draft_s, model.verify_s) == (pytest.approx(4 * 0.004), pytest.approx(0.030))
-    assert (model.slowdown, model.overlap) == (1.3, True)
+    assert (model.slowdown, model.overlap, model.alone_slowdown) == (1.3, True, 1.0)
     lookup = mode_costs(profile, rows=8, groups=2, draft_len=4, model_drafts=False, overlap=False, slowdown=1.0)
     assert (lookup.atomic_s, lookup.draft_s) == (pytest.approx(0.050), 0.0)
 
