@@ -177,9 +177,11 @@ def notes(summary: list[dict[str, Any]]) -> list[str]:
     two = [s for s in summary if s["label"].startswith("2 lanes")]
     above = [s["group"] for s in two if s["ratio_min"] > 1]
     below = [s["group"] for s in two if s["ratio_max"] < 1]
+    rest = [s["group"] for s in two if s["group"] not in above + below]
     return [
         f"Two lanes did more forwards than one lane in every round at: {', '.join(above) or 'no shape'}; "
-        f"fewer in every round at: {', '.join(below) or 'no shape'}; the rest overlapped 1."
+        f"fewer in every round at: {', '.join(below) or 'no shape'}; "
+        f"more in some rounds and fewer in others at: {', '.join(rest) or 'no shape'}."
     ]
 
 
