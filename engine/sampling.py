@@ -16,15 +16,13 @@ no upload.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from engine.config import SamplingParams
+from engine.request import Request
 from engine.transfers import upload
-
-if TYPE_CHECKING:
-    from engine.sequence import Sequence
 
 
 def _row_values(params: SamplingParams) -> list[float]:
@@ -39,6 +37,14 @@ class SamplingRow:
     values: torch.Tensor  # [4] float32: temperature, top_p, top_k, greedy (1.0 or 0.0)
     params: SamplingParams
     generator: torch.Generator | None  # None for greedy rows
+
+
+class Sampled(Protocol):
+    """What ``SamplingRows.of`` reads of a sequence and sets on it (``engine.sequence.Sequence`` is one)."""
+
+    request: Request
+    generator: torch.Generator | None
+    sampling: SamplingRow | None
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,7 @@ class SamplingRows:
         )
 
     @staticmethod
-    def of(seqs: list[Sequence], device: torch.device) -> SamplingRows:
+    def of(seqs: list[Sampled], device: torch.device) -> SamplingRows:
         """The rows of ``seqs``, from each sequence's ``SamplingRow``.
 
         Sequences without one yet (their first step) get theirs here, all in
