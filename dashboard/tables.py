@@ -96,19 +96,6 @@ def results_positions(results: Sequence[RunResult]) -> pd.DataFrame:
     return pooled
 
 
-def with_mean_draft_length(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
-    """``summary`` plus ``mean_draft_len``: tokens drafted per verify step over the run's requests."""
-    out = summary.copy()
-    if requests.empty:
-        out["mean_draft_len"] = float("nan")
-        return out
-    totals = requests.groupby("run_id")[["drafted_tokens", "verify_steps"]].sum()
-    per_run = (totals["drafted_tokens"] / totals["verify_steps"].where(totals["verify_steps"] > 0)).rename(
-        "mean_draft_len"
-    )
-    return out.merge(per_run, left_on="run_id", right_index=True, how="left")
-
-
 def steps_frame(request: Request) -> pd.DataFrame:
     """One row per verify step of ``request``: ``step`` (1-based), ``draft_len``, ``accepted``."""
     return pd.DataFrame(

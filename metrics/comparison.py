@@ -14,7 +14,9 @@ ratios, paired round by round with AR of the same round, with their min–max
 ``interval_texts`` writes them as ``1.23× (1.10–1.31)``.
 ``COLUMNS`` gives each summary column its human header and format, key columns
 first; the dashboard's tables (``dashboard.comparison``) and the shareable
-report (``workloads.report.html``) both read them.
+report (``workloads.report.html``) both read them. ``KEY_METRICS`` are the
+columns a comparison is read by: the tables show them first, unscrolled at a
+laptop's width, and the rest on demand.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ NA = "—"
 COLUMNS = {
     "label": ("Run", "{}"),
     "engine": ("Engine", "{}"),
+    "load": ("Load", "{}"),
     "concurrency": ("Concurrency", "{:.0f}"),
     "request_rate": ("Request rate (req/s)", "{:g}"),
     "requests": ("Requests ok", "{}"),
@@ -42,7 +45,7 @@ COLUMNS = {
     "x_ar_tpot_p99": ("TPOT p99 × AR", "{:.2f}×"),
     "acceptance_rate": ("Acceptance", "{:.2f}"),
     "mean_acceptance_length": ("Tokens / step", "{:.2f}"),
-    "mean_draft_len": ("Draft length L", "{:.2f}"),
+    "mean_draft_len": ("Draft L", "{:.2f}"),
     "ttft_p50_ms": ("TTFT p50 (ms)", "{:,.0f}"),
     "ttft_p95_ms": ("TTFT p95 (ms)", "{:,.0f}"),
     "ttft_p99_ms": ("TTFT p99 (ms)", "{:,.0f}"),
@@ -55,6 +58,12 @@ COLUMNS = {
     "rounds": ("Rounds", "{:.0f}"),
     "stopped early": ("Stopped early", "{}"),
 }
+# what a comparison is read by, in the order a reader asks: how fast against AR, how each token comes, how
+# speculation went; a run cut short says so beside its figures
+KEY_METRICS = (
+    "output_tok_s", "x_ar_tok_s", "tpot_p50_ms", "ttft_p50_ms", "mean_acceptance_length", "mean_draft_len",
+    "acceptance_rate", "stopped early",
+)  # fmt: skip
 # shown only when some row has a value: a closed loop has no request rate, a run without SLOs no goodput
 OPTIONAL = {"concurrency", "request_rate", "goodput_req_s", "mean_draft_len", "stopped early", "rounds"}
 
@@ -104,6 +113,13 @@ def _key(value: object) -> str:
     if value is None or pd.isna(value):
         return ""
     return f"{value:g}" if isinstance(value, Number) else str(value)
+
+
+def load_text(concurrency: object, rate: object) -> str:
+    """A run's load as a reader writes it: ``C=4``, or ``R=1.5/s``, with ``(C≤4)`` where in flight was capped."""
+    if rate is None or pd.isna(rate):
+        return "" if concurrency is None or pd.isna(concurrency) else f"C={int(concurrency)}"
+    return f"R={rate:g}/s" + ("" if concurrency is None or pd.isna(concurrency) else f" (C≤{int(concurrency)})")
 
 
 def text(value: object, fmt: str) -> str:

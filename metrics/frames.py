@@ -103,6 +103,24 @@ def position_frame(runs: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     return df
 
 
+def with_mean_draft_length(summary: pd.DataFrame, requests: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` plus ``mean_draft_len``: tokens drafted per verify step over the run's requests.
+
+    A step that drafted nothing counts as L = 0, so the mean can sit below ``--min-draft-len``; a run without
+    verify steps (AR) has none (NaN, not 0). ``requests`` is a requests frame (``run_id``, ``drafted_tokens``,
+    ``verify_steps``) over every round.
+    """
+    out = summary.copy()
+    if requests.empty:
+        out["mean_draft_len"] = float("nan")
+        return out
+    totals = requests.groupby("run_id")[["drafted_tokens", "verify_steps"]].sum()
+    per_run = (totals["drafted_tokens"] / totals["verify_steps"].where(totals["verify_steps"] > 0)).rename(
+        "mean_draft_len"
+    )
+    return out.merge(per_run, left_on="run_id", right_index=True, how="left")
+
+
 # --------------------------------------------------------------------------
 # Chart helpers
 # --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import streamlit as st
 from dashboard import comparison
 from dashboard.bench_dirs import find_bench_dirs, goals_table, report_page
 from metrics.export import RunFilesError
-from metrics.frames import cdf, last_round, position_frame, with_labels
+from metrics.frames import cdf, last_round, position_frame, with_labels, with_mean_draft_length
 from metrics.runs import RunDirectory, list_run_dirs, load_point_verdicts, load_run_dir
 from metrics.schema import RUN_FILES
 from presentation import figures
@@ -134,7 +134,7 @@ for name, directory in opened.items():  # one verdict line per load point, from 
             st.warning(point.noise_warning, icon=":material/warning:")
 summary = pd.concat(
     [
-        labelled(d.frames.summary, d, n).assign(
+        with_mean_draft_length(labelled(d.frames.summary, d, n), d.frames.requests).assign(
             directory=n, **{"stopped early": [short[n].get(r, "") for r in d.frames.summary["run_id"]]}
         )
         for n, d in opened.items()
@@ -175,11 +175,19 @@ with charts[2]:
     left, right = st.columns(2)
     left.plotly_chart(figures.throughput_over_time(series, group="label"), key="runs.chart.series_tput")
     right.plotly_chart(figures.draft_length_over_time(series, group="label"), key="runs.chart.series_len")
-st.dataframe(
-    comparison.summary_table(summary, within=["directory"]),
-    hide_index=True,
-    column_config={"Run": st.column_config.TextColumn(width="large")},  # the run's name, in full
-)
+# the key columns fit a laptop's width and the table its rows: nothing hides behind a scroll
+with st.container(key="runs-summary"):  # a stable name for the grid in the page
+    st.dataframe(
+        comparison.summary_table(summary, within=["directory"], columns=comparison.BY_RUN),
+        hide_index=True,
+        height="content",
+    )
+with st.expander("Every column (engine and load apart, percentiles, request rate, duration, rounds)"):
+    st.dataframe(
+        comparison.summary_table(summary, within=["directory"], columns=comparison.ALL),
+        hide_index=True,
+        height="content",
+    )
 st.caption(
     "× AR: against the AR run at the same load in the same directory – for runs in rounds, the median of each "
     "round's ratio to AR of the same round with the rounds' min–max; tok/s above 1 is faster than AR, "

@@ -12,6 +12,7 @@ import streamlit as st
 
 from dashboard import comparison, rounds_view, tables
 from dashboard.replay_launch import ReplayLaunch, ReplayView
+from metrics.frames import with_mean_draft_length
 from presentation import figures
 from presentation.palette import engine_label
 from widgets import controls
@@ -93,7 +94,7 @@ def charts_card() -> None:
     frames = tables.results_frames(view.rounds)
     # each run's figures pooled over its rounds, × AR paired round by round (simultaneous runs pair with nothing)
     pooled = rounds_view.summary_frame(view.comparisons) if view.comparisons else frames.summary
-    table = tables.with_mean_draft_length(pooled, frames.requests)
+    table = with_mean_draft_length(pooled, frames.requests)
     # a plain lookup, not map + fillna: with no run stopped, map gives float NaNs that "" cannot fill (Pandas4Warning)
     table["stopped early"] = [str(short.get(run_id, "")) for run_id in table["run_id"]]
     summary = comparison.with_times_ar(table[~table["run_id"].isin(short)])
@@ -124,7 +125,15 @@ def charts_card() -> None:
         )
     if not table.empty:
         st.subheader("Results")
-        st.dataframe(comparison.summary_table(table), hide_index=True)
+        # sized to its rows: an inner scroll would hide the last load point's runs
+        with st.container(key="sweep-results"):  # a stable name for the grid in the page
+            st.dataframe(comparison.summary_table(table), hide_index=True, height="content")
+        with st.expander("Every column (percentiles, request rate, duration, rounds)"):
+            st.dataframe(
+                comparison.summary_table(table, columns=comparison.ALL),
+                hide_index=True,
+                height="content",
+            )
         st.caption(
             "× AR: each round against AR of the same round at the same load, the median over rounds with the "
             "rounds' min–max – tok/s above 1 is faster than AR, TPOT below 1 is faster; — where it does not apply."

@@ -505,7 +505,9 @@ def test_runs_page_lists_cli_runs_compares_them_and_deletes_after_confirmation(r
 
     at.multiselect(key="runs.open").set_value(["first", "nested/second"]).run()
     assert not at.exception, at.exception
-    summary = at.dataframe[1].value
+    key, summary = at.dataframe[1].value, at.dataframe[2].value  # the key columns, then every column
+    assert sorted(key["Run"]) == ["first · baseline · C=2", "first · pdv · C=2", "nested/second · pd · C=1",
+                                  "nested/second · pd · C=2"]  # fmt: skip
     assert sorted(summary["Engine"]) == ["Baseline", "PD", "PD", "PDV"]
     assert set(summary["tok/s × AR"]) == {"—"}  # no AR run in either directory to compare with
     tput = charts(at)["runs.chart.tput"]["data"][0]
@@ -543,7 +545,8 @@ def test_runs_page_marks_runs_cut_short_and_a_directory_of_mixed_setups(runs_dir
     at = open_app()
     at.switch_page("pages/saved_runs.py").run()
     assert not at.exception, at.exception
-    summary = at.dataframe[1].value
+    assert list(at.dataframe[1].value["Stopped early"]) == ["—", "timeout"]  # beside the key columns
+    summary = at.dataframe[2].value
     assert dict(zip(summary["Engine"], summary["Stopped early"], strict=True)) == {"AR": "—", "PD": "timeout"}
     ar_tok_s, pd_tok_s = summary["Output tok/s"]
     # same directory and load, from two invocations: AR's rounds give AR its interval; PD's rounds paired

@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -98,10 +100,12 @@ def wait_healthy(url: str, server: subprocess.Popen, log: Path, timeout: float =
     raise AssertionError(f"streamlit did not answer within {timeout}s:\n{log.read_text()[-3000:]}")
 
 
-@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
-def test_live_run_at_laptop_width_shows_every_engine_against_ar_with_no_number_cut_off(tmp_path):
-    from playwright.sync_api import sync_playwright
+@contextmanager
+def dashboard(tmp_path: Path) -> Iterator[str]:
+    """``streamlit run app.py`` on a free port with a runs directory under ``tmp_path``; yields its URL.
 
+    The server's terminal output goes to ``tmp_path / "streamlit.log"``.
+    """
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "streamlit.log"
@@ -112,6 +116,22 @@ def test_live_run_at_laptop_width_shows_every_engine_against_ar_with_no_number_c
         server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     try:
         wait_healthy(url, server, log)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
+def test_live_run_at_laptop_width_shows_every_engine_against_ar_with_no_number_cut_off(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    log = tmp_path / "streamlit.log"
+    with dashboard(tmp_path) as url:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
             requested: list[str] = []  # every URL either context asks for: nothing may leave 127.0.0.1
@@ -194,13 +214,80 @@ def test_live_run_at_laptop_width_shows_every_engine_against_ar_with_no_number_c
                 assert requested and away == [], away
             finally:
                 browser.close()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
     # what the terminal showed over a default run: no line a user would read as something wrong
     warned = [line for line in log.read_text().splitlines() if WARNING_LINE.search(line)]
     assert warned == [], "\n".join(warned[:20])
+
+
+# a keyed dataframe's grid: its scroller's content against its box, both ways
+GRID_FIT = """key => { const s = document.querySelector(`.st-key-${key} .dvn-scroller`);
+    return s && {wide: s.scrollWidth, width: s.clientWidth, tall: s.scrollHeight, height: s.clientHeight,
+        headers: [...document.querySelectorAll(`.st-key-${key} [role=columnheader]`)].map(h => h.innerText)} }"""
+KEY_HEADERS = ["Output tok/s", "tok/s × AR", "TPOT p50 (ms)", "TTFT p50 (ms)", "Tokens / step", "Draft L", "Acceptance"]
+
+
+def write_cli_run(out: Path) -> None:
+    from workloads.__main__ import main
+
+    assert main([
+        "replay", "--engines", "ar,pdv", "--concurrency", "1,2", "--num-requests", "2", "--dataset", "synthetic",
+        "--input-len", "12", "--output-len", "4", "--preset", "tiny", "--device", "cpu", "--rounds", "1",
+        "--out", str(out),
+    ]) == 0  # fmt: skip
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 300)
+def test_sweep_results_runs_and_report_tables_show_their_key_columns_at_laptop_width_unscrolled(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    from workloads.report.html import build_report
+
+    # a second directory with a long name beside the sweep's: the Runs page's run names grow with it
+    write_cli_run(tmp_path / "runs" / "an-earlier-replay-from-the-command-line")
+    with dashboard(tmp_path) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport=VIEWPORT).new_page()
+            page.goto(url)
+            page.get_by_role("button", name="Start").wait_for(timeout=120_000)
+            page.get_by_role("link", name="Sweep").click()
+            page.get_by_role("heading", name="Sweep").wait_for()
+            sidebar = page.get_by_test_id("stSidebar")
+            # 4 engines at 3 loads: 12 rows, more than a grid shows without being sized to them
+            for label, value in (("Requests", "3"), ("Max new tokens", "4"), ("Rounds", "1")):
+                box = sidebar.get_by_label(label, exact=True)
+                box.fill(value)
+                box.press("Enter")
+            levels = sidebar.get_by_label("Concurrency levels", exact=True)
+            levels.fill("1, 2, 4")
+            levels.press("Enter")
+            page.wait_for_timeout(1000)
+            page.get_by_role("button", name="Start").click()
+            page.get_by_text("Finished.").wait_for(timeout=RUN_TIMEOUT_S * 1000)
+            page.locator(".st-key-sweep-results .dvn-scroller").wait_for(timeout=30_000)
+            page.wait_for_timeout(2000)
+            results = page.evaluate(GRID_FIT, "sweep-results")
+            assert results["headers"] == ["Engine", "Load", *KEY_HEADERS], results
+            assert results["wide"] <= results["width"] + 1, results  # every key column in view
+            assert results["tall"] <= results["height"] + 1, results  # every row in view: no inner scroll
+
+            page.get_by_role("link", name="Runs").click()
+            page.get_by_role("heading", name="Runs").wait_for()
+            picker = page.get_by_test_id("stMultiSelect")
+            picker.click()
+            page.get_by_role("option", name="an-earlier-replay-from-the-command-line").click()
+            page.keyboard.press("Escape")
+            page.locator(".st-key-runs-summary .dvn-scroller").wait_for(timeout=30_000)
+            page.wait_for_timeout(2000)
+            runs = page.evaluate(GRID_FIT, "runs-summary")
+            assert runs["headers"] == ["Run", *KEY_HEADERS], runs
+            assert runs["wide"] <= runs["width"] + 1, runs
+            assert runs["tall"] <= runs["height"] + 1, runs
+
+            report = tmp_path / "report.html"
+            report.write_text(build_report(sorted({p.parent for p in (tmp_path / "runs").rglob("run.json")}), report))
+            paper = browser.new_context(viewport=VIEWPORT).new_page()
+            paper.goto(report.as_uri())
+            assert paper.evaluate(REPORT_SCROLLS) == []
+        finally:
+            browser.close()

@@ -10,7 +10,7 @@ import pytest
 from dashboard import comparison, tables
 from dashboard.token_view import legend_html, pieces_html, token_pieces
 from engine.request import Request, StepRecord
-from metrics.frames import position_frame, with_labels
+from metrics.frames import position_frame, with_labels, with_mean_draft_length
 from presentation import figures, palette
 
 ENGINES = ("baseline", "pd", "pdv")
@@ -283,10 +283,18 @@ def test_times_ar_compares_runs_at_the_same_load_and_within_the_same_directory_o
 
 
 def test_summary_table_has_human_headers_key_columns_first_and_dashes_for_what_does_not_apply():
-    s = summary().assign(num_requests=4, completed=3, failed=1, goodput_req_s=math.nan)
+    s = summary().assign(num_requests=4, completed=3, failed=1, goodput_req_s=math.nan, tpot_p50_ms=4.0,
+                         ttft_p50_ms=30.0, mean_acceptance_length=1.5, mean_draft_len=3.0)  # fmt: skip
     s.loc[s["engine"] == "pd", "engine"] = "ar"
+    s.loc[s["engine"] == "ar", ["acceptance_rate", "mean_acceptance_length", "mean_draft_len"]] = math.nan  # no draft
     s.loc[s["engine"] == "baseline", "output_tok_s"] *= 2  # twice AR's at every load
-    styled = comparison.summary_table(s)
+    key = list(comparison.summary_table(s).data.columns)
+    # what a comparison is read by, and nothing else: the table fits a laptop's width
+    assert key == ["Engine", "Load", "Output tok/s", "tok/s × AR", "TPOT p50 (ms)", "TTFT p50 (ms)", "Tokens / step",
+                   "Draft L", "Acceptance"]  # fmt: skip
+    assert list(comparison.summary_table(s).data["Load"][:3]) == ["C=4", "C=1", "C=2"]
+    assert list(comparison.summary_table(s, columns=comparison.BY_RUN).data.columns)[:2] == ["Run", "Output tok/s"]
+    styled = comparison.summary_table(s, columns=comparison.ALL)
     headers = list(styled.data.columns)
     assert headers[:8] == ["Run", "Engine", "Concurrency", "Requests ok", "Output tok/s", "tok/s × AR",
                            "TPOT p50 × AR", "TPOT p99 × AR"]  # fmt: skip
@@ -370,7 +378,7 @@ def test_step_bars_show_drafted_and_accepted_per_step():
 def test_mean_draft_length_is_drafted_tokens_per_verify_step_of_each_run():
     s = pd.DataFrame({"run_id": ["a", "b"], "engine": ["pdv", "ar"]})
     r = pd.DataFrame({"run_id": ["a", "a", "b"], "drafted_tokens": [8, 4, 0], "verify_steps": [2, 2, 0]})
-    out = tables.with_mean_draft_length(s, r)
+    out = with_mean_draft_length(s, r)
     assert out.loc[0, "mean_draft_len"] == pytest.approx(3.0)
     assert math.isnan(out.loc[1, "mean_draft_len"])  # AR: no verify steps, so no draft length (not 0)
 

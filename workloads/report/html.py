@@ -28,12 +28,13 @@ import pandas as pd
 
 from metrics.comparison import COLUMNS, NA, RATIOS, interval_texts, text, with_times_ar
 from metrics.export import RunFilesError
-from metrics.frames import last_round, position_frame
+from metrics.frames import last_round, position_frame, with_mean_draft_length
 from metrics.runs import RunDirectory, load_point_verdicts, load_run_dir
 from metrics.schema import REQUESTS_CSV
 from presentation.palette import ENGINE_LABELS, engine_color, engine_label
 from presentation.report_figures import (
     acceptance_by_position,
+    acceptance_so_far,
     acceptance_so_far,
     latency_percentiles,
     over_time,
@@ -46,7 +47,8 @@ from presentation.report_figures import (
 # the summary table's columns, key ones first; headers and formats are metrics.comparison's
 SHOWN = (
     "label", "requests", "output_tok_s", "x_ar_tok_s", "x_ar_tpot_p50", "x_ar_tpot_p99", "acceptance_rate",
-    "mean_acceptance_length", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "e2e_p99_ms",
+    "mean_acceptance_length", "mean_draft_len", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
+    "e2e_p99_ms",
 )  # fmt: skip
 EXTRA_COLUMNS = {"e2e_p99_ms": ("E2E p99 (s)", "{:,.1f}")}  # shown in seconds: e2e_p99_ms / 1000
 DEFINITIONS = (
@@ -58,6 +60,8 @@ DEFINITIONS = (
     ("Acceptance", "accepted / drafted tokens over the run; — for AR, which drafts nothing."),
     ("Tokens / step", "tokens produced per verify step, 1 + accepted / verify steps (it counts the correction or "
      "bonus token)."),
+    ("Draft L", "tokens drafted per verify step over the run's requests; a step that drafted nothing counts as "
+     "L = 0, so it can sit below the controller's lowest L."),
     ("TTFT", "time to first token: from a request's arrival to its first output token."),
     ("TPOT", "time per output token after the first: (end-to-end − TTFT) / (output tokens − 1)."),
     ("E2E", "end-to-end latency of a request, arrival to last token."),
@@ -70,7 +74,7 @@ PAGE_STYLE = (
     ".wide{overflow-x:auto}th,td{border-bottom:1px solid #ddd;padding:4px 6px;text-align:right;white-space:nowrap}"
     # headers wrap (TTFT / p50 / (ms)) and so may run names: a 1280 px screen shows every key column unscrolled
     "th{background:#f4f4f4;white-space:normal;vertical-align:bottom;min-width:3.5em}td.t{white-space:normal}"
-    "td.t,th.t{text-align:left}.dot{font-size:16px;line-height:0}"
+    "td.t,th.t{text-align:left}.w{white-space:nowrap}.dot{font-size:16px;line-height:0}"
     "summary{cursor:pointer;font-weight:600;margin:6px 0}"
     "p.note,dd{color:#555;font-size:13px}dt{font-weight:600;font-size:13px}dd{margin:0 0 4px 16px}"
 )
@@ -113,10 +117,18 @@ def _table(frame: pd.DataFrame, headers: dict[str, str], swatches: dict[str, str
             if c in ("label", "run"):
                 dot = f'<span class="dot" style="color:{swatches[value]}">●</span> ' if swatches else ""
                 cells.append(f'<td class="t">{dot}{html.escape(str(value))}</td>')
+            elif c in left:
+                cells.append(f"<td class=t>{_unbroken_words(str(value))}</td>")
             else:
-                cells.append(f"<td{' class=t' if c in left else ''}>{html.escape(str(value))}</td>")
+                cells.append(f"<td>{html.escape(str(value))}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
     return f"<div class=wide><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+
+
+def _unbroken_words(value: str) -> str:
+    """``value`` as HTML that wraps only between words: ``1.00× (0.92–1.14)`` breaks before the bracket, never
+    inside the interval (a browser would break after the dash)."""
+    return " ".join(f"<span class=w>{html.escape(word)}</span>" for word in value.split(" "))
 
 
 def _numeric(value: str) -> bool:
@@ -234,7 +246,8 @@ def build_report(paths: Sequence[str | Path], out: Path, title: str = "PD-Verify
         return df.assign(label=df["run_id"].astype(str).map(labels).fillna(df["run_id"])) if "run_id" in df else df
 
     names = [str(d.path) for d in directories]
-    summary = with_times_ar(concat([d.frames.summary for d in directories], directory=names), within=["directory"])
+    summaries = [with_mean_draft_length(d.frames.summary, d.frames.requests) for d in directories]
+    summary = with_times_ar(concat(summaries, directory=names), within=["directory"])
     # grouped for reading: directory, then load, then AR, Baseline, PD, PDV (others after), repeats in run order
     order = {e: i for i, e in enumerate(ENGINE_LABELS)}
     summary = summary.assign(
