@@ -84,7 +84,19 @@ def metric_vs_load(summary: pd.DataFrame, metrics: Mapping[str, str], x: str, ti
             drawn += 1
     if not drawn:
         return waiting(fig, "no finished runs yet" if summary.empty else "no run has a value for this")
+    cover_values(fig)
     return place_legend(fig)
+
+
+def cover_values(fig: go.Figure, at_least: float = 0.0) -> None:
+    """Set the y range from 0 to a tenth above every trace's largest value (and ``at_least``), so that no
+    line or marker runs past the top tick: two metrics on one axis (draft length and tokens per step) are
+    both in range whichever Plotly would have autoscaled to. Mutates ``fig``'s y axis."""
+    top = max(
+        [at_least, *(float(v) for trace in fig.data for v in (trace.y if trace.y is not None else ()))],
+        key=lambda v: v if math.isfinite(v) else -math.inf,
+    )
+    fig.update_yaxes(range=[0, (top if math.isfinite(top) and top > 0 else 1.0) * 1.1])
 
 
 def load_axis(fig: go.Figure, loads: Sequence[float]) -> bool:
@@ -115,6 +127,7 @@ def speedup_vs_load(summary: pd.DataFrame, x: str) -> go.Figure:
         return waiting(new_figure(title, "", y_title), message if not summary.empty else "no finished runs yet")
     fig = metric_vs_load(engines, {"x_ar_tok_s": ""}, x, title, y_title)
     fig.add_hline(y=1.0, line={"color": engine_color("ar"), "dash": "dash", "width": 2})
+    cover_values(fig, at_least=1.0)  # AR's line stays in view when every engine is far below it
     fig.add_annotation(
         text="AR = 1.0 (above: faster than AR)", xref="paper", x=0, xanchor="left", y=1.0, yanchor="bottom",
         showarrow=False, font={"color": engine_color("ar"), "size": 11}, bgcolor="rgba(255,255,255,0.8)",

@@ -423,3 +423,17 @@ def test_each_engines_speed_up_is_its_tokens_per_second_over_ars_in_the_same_vie
     runs = [run("ar", 20.0), run("baseline", 27.0), run("pdv", None)]
     assert times_ar(runs) == {"ar": 1.0, "baseline": pytest.approx(1.35)}
     assert times_ar([run("baseline", 27.0), run("ar", None)]) == {}  # AR has no figure yet: nothing to compare
+
+
+def test_draft_length_and_tokens_per_step_share_a_y_range_that_covers_both():
+    s = summary().assign(mean_draft_len=[0.4, 0.8, 0.6] * 3, mean_acceptance_length=[1.3, 2.5, 1.9] * 3)
+    fig = figures.metric_vs_load(
+        s, {"mean_draft_len": "mean L", "mean_acceptance_length": "tokens/step"}, "concurrency", "L", "tokens"
+    )
+    drawn = [y for trace in fig.data for y in trace.y]
+    assert max(drawn) == 2.5 and min(drawn) == 0.4
+    low, high = fig.layout.yaxis.range
+    assert low == 0 and high >= max(drawn)  # no line runs above the top of the axis
+    s.loc[s["engine"] == "pd", "engine"] = "ar"
+    speedup = figures.speedup_vs_load(s.assign(x_ar_tok_s=[0.3, 0.5, 0.4] * 3), "concurrency")
+    assert speedup.layout.yaxis.range[1] >= 1.0  # AR's line at 1.0 stays in view
