@@ -73,7 +73,8 @@ def test_a_chat_request_without_max_tokens_or_temperature_gets_the_documented_de
 
     body = answer.json()
     choice, usage = body["choices"][0], body["usage"]
-    assert choice["message"]["role"] == "assistant" and choice["message"]["content"]
+    # unseeded, as the common call is: any text may come, even an end token first (empty content)
+    assert choice["message"]["role"] == "assistant" and isinstance(choice["message"]["content"], str)
     assert usage["prompt_tokens"] == len(prompt_ids)
     # it ran to its end-of-sequence token within the room, or used the room up exactly
     if choice["finish_reason"] == "length":
