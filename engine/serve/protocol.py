@@ -53,9 +53,10 @@ WHY_NOT = {
 
 
 def documented(**bounds: float) -> Any:
-    """A field whose accepted range is stated in the OpenAPI schema only; ``SamplingParams`` checks it, with
-    the engine's messages, so that the schema (and a tool testing against it) says what the server accepts."""
-    return Field(default=None, json_schema_extra=bounds)
+    """A number whose accepted range is stated in the OpenAPI schema only; ``SamplingParams`` checks it, with
+    the engine's messages, so that the schema (and a tool testing against it) says what the server accepts.
+    Strict: ``true`` / ``false`` or a string is refused, not read as 1 / 0."""
+    return Field(default=None, strict=True, json_schema_extra=bounds)  # strict: a boolean is no number
 
 
 class StreamOptions(BaseModel):
