@@ -35,7 +35,6 @@ from presentation.palette import ENGINE_LABELS, engine_color, engine_label
 from presentation.report_figures import (
     acceptance_by_position,
     acceptance_so_far,
-    acceptance_so_far,
     latency_percentiles,
     over_time,
     queue_depths,
