@@ -34,6 +34,9 @@ class RequestOutput:
     output_token_ids: tuple[int, ...]
     text: str
     round: int = 1  # the comparison's round that produced it (1-based)
+    # how each output token was produced (``engine.request.TokenKind`` values, one per output token), as
+    # Inspect paints them; None where it is not known (a server's output, retokenized from its text)
+    token_kinds: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -101,4 +104,5 @@ def output_object(output: RequestOutput) -> dict[str, Any]:
     obj = asdict(output)
     obj["prompt_token_ids"] = list(output.prompt_token_ids)
     obj["output_token_ids"] = list(output.output_token_ids)
+    obj["token_kinds"] = None if output.token_kinds is None else list(output.token_kinds)
     return {name: obj[name] for name in OUTPUT_FIELDS}

@@ -1,9 +1,11 @@
-"""Inspect: one prompt through one engine, token by token.
+"""Inspect: one prompt through one engine, token by token, or any request of a saved run.
 
 The output is painted by how each token was produced (accepted draft token,
 correction, bonus, first / plain decode), a bar chart shows every verify
 step's draft length and accepted count (``Request.steps``), and a table the
-proposals per source (draft model, prompt lookup, suffix drafting).
+proposals per source (draft model, prompt lookup, suffix drafting). In the
+saved-run mode (``widgets.inspect_saved``) a request of a run directory is
+painted from the token kinds its outputs.jsonl recorded.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from presentation import figures
 from presentation.palette import engine_label
 from widgets import controls
 from widgets.forms import confidence_gate, drafter_select
+from widgets.inspect_saved import saved_run_section
 from widgets.manager import run_manager
 
 KEEP = "session"
@@ -38,6 +41,11 @@ def describe_end(view: InspectView) -> str:
 
 
 st.header("Inspect one request", divider="gray")
+MODES = ("New prompt", "Saved run")
+mode = st.radio("Request", MODES, horizontal=True, key="inspect.mode", persist_state=KEEP)
+if mode == "Saved run":
+    saved_run_section(manager.runs_root)
+    st.stop()
 prompt = st.text_area("Prompt", key="inspect.prompt", persist_state=KEEP, height=100)
 cols = st.columns(7)
 engine = cols[0].selectbox("Engine", ENGINE_ORDER, format_func=engine_label, key="inspect.engine", persist_state=KEEP)

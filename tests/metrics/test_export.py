@@ -231,3 +231,19 @@ def test_a_run_that_fails_to_be_written_leaves_the_directory_as_it_was(tmp_path,
         write_run(tmp_path, RunRecord(second, reqs, (), summarize(second, reqs, 1.0), ()))
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     assert list(load_run_dir(tmp_path).frames.summary["run_id"]) == ["run-1"]
+
+
+def test_each_tokens_kind_round_trips_through_outputs_jsonl_and_an_older_file_reads_as_unrecorded(tmp_path):
+    kinds = ("first", "accepted", "accepted", "correction")
+    output = RequestOutput("run-ar", "pd", "r1", "hi", (1,), (5, 6, 7, 8), "x", 1, kinds)
+    record = replace(ar_record(), outputs=(output,))
+    write_one(tmp_path / "new", record)
+    assert load_run_dir(tmp_path / "new").frames.outputs["token_kinds"].iloc[0] == list(kinds)
+    assert live_frames([record]).outputs["token_kinds"].iloc[0] == list(kinds)
+
+    write_one(tmp_path / "old", record)  # as written before the per-token record: the field is absent
+    path = tmp_path / "old" / "outputs.jsonl"
+    line = json.loads(path.read_text())
+    del line["token_kinds"]
+    path.write_text(json.dumps(line) + "\n")
+    assert pd.isna(load_run_dir(tmp_path / "old").frames.outputs["token_kinds"].iloc[0])

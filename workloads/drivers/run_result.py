@@ -108,10 +108,23 @@ class RunResult:
             "position_acceptance": [asdict(p) for p in self.positions],
             "suffix_tree": None if self.suffix_tree is None else self.suffix_tree._asdict(),
         }
-        outputs = tuple(replace(o, round=self.round) for o in self.outputs)
+        by_id = {r.request_id: r for r in self.requests}
+        outputs = tuple(
+            replace(o, round=self.round, token_kinds=_token_kinds(o, by_id.get(o.request_id))) for o in self.outputs
+        )
         return RunRecord(
             self.key, self.metrics, self.timeseries, self.summary, outputs, run_meta, self.round, round_meta, self.noise
         )
+
+
+def _token_kinds(output: RequestOutput, request: Request | None) -> tuple[str, ...] | None:
+    """How each of ``output``'s tokens was produced, when its ids are the engine's own (not a server's text
+    retokenized) and the engine recorded one kind per token."""
+    if request is None or tuple(request.output_token_ids) != output.output_token_ids:
+        return None
+    if len(request.token_kinds) != len(output.output_token_ids):
+        return None
+    return tuple(str(k) for k in request.token_kinds)
 
 
 def arrival_meta(policy: ArrivalPolicy) -> dict[str, Any]:
