@@ -403,23 +403,21 @@ def test_simultaneous_runs_say_they_share_the_device_and_are_all_written(runs_di
 
 
 def test_a_run_file_that_cannot_be_written_ends_the_launch_and_every_engine(runs_dir, monkeypatch):
-    from engine.schedulers.pd import PDEngine
-    from engine.schedulers.pdv import PDVEngine
+    from engine.schedulers.lanes import Lane
     from workloads.drivers import sweep
 
     def full_disk(out_dir, record):  # the one writer of run files, shared with the CLI
         raise OSError("No space left on device")
 
-    def slowed(loop):
-        def run(self):
-            time.sleep(0.3)
-            loop(self)
+    lane_pass = Lane._pass
 
-        return run
+    def slowed(self):  # PD's and PDV's lanes (threads "pd-…", "pdv-…") pause before every pass
+        if self.thread.name.startswith(("pd-", "pdv-")):
+            time.sleep(0.3)
+        lane_pass(self)
 
     monkeypatch.setattr(sweep, "write_run", full_disk)
-    for cls in (PDEngine, PDVEngine):  # so that PD and PDV are still going when AR's run fails to be written
-        monkeypatch.setattr(cls, "_decode_loop", slowed(cls._decode_loop))
+    monkeypatch.setattr(Lane, "_pass", slowed)  # so that PD and PDV are still going when AR's run fails to be written
     at = open_app()
     at.checkbox(key="live.simultaneous").check().run()
     at.number_input(key="live.num_requests").set_value(3)
@@ -603,10 +601,14 @@ def test_an_engine_that_crashes_shows_its_error_in_its_panel_and_the_others_stil
         engine = make_engine(name, pair, config)
         if name == "pd":
 
-            def boom() -> None:
-                raise RuntimeError("boom")
+            class Boom:
+                def run(self, lane) -> bool:
+                    raise RuntimeError("boom")
 
-            engine._lane_loops = lambda: {"loop": boom}  # the lane crashes on its first turn
+            # the decode lane crashes on its first pass
+            engine.composition = tuple(
+                spec._replace(works=(Boom(),)) if spec.name == "decode" else spec for spec in engine.composition
+            )
         return engine
 
     monkeypatch.setattr(registry, "make_engine", crashing_pd)
