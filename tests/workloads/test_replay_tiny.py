@@ -14,6 +14,7 @@ from metrics.schema import (
     SUMMARY_COLUMNS,
     TIMESERIES_COLUMNS,
 )
+from presentation.palette import KIND_COLORS
 from workloads.__main__ import main
 from workloads.drivers.rounds import DEFAULT_ROUNDS
 
@@ -71,6 +72,10 @@ def test_replay_on_tiny_writes_all_files_and_accounts_for_every_request(tmp_path
     assert meta["invocation"]["seed"] == 3 and meta["trace"]["num_requests"] == N
     if meta["device_probe"]["source"] == "psutil":
         assert series["gpu_util"].isna().all() and series["gpu_mem_util"].isna().all()
+    # one recorded kind per output token (Inspect's saved-run mode paints them); AR only ever decodes
+    for row in run.frames.outputs.itertuples():
+        assert len(row.token_kinds) == len(row.output_token_ids), row.request_id
+        assert set(row.token_kinds) <= ({"first", "decode"} if row.engine == "ar" else set(KIND_COLORS))
     by_round = run.frames.outputs.sort_values(["run_id", "round", "request_id"])
     prompts = by_round.groupby("run_id")["prompt_token_ids"].apply(list)
     assert all(p == prompts.iloc[0] for p in prompts), "every engine must replay the identical trace every round"

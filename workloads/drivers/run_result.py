@@ -108,7 +108,8 @@ class RunResult:
             "position_acceptance": [asdict(p) for p in self.positions],
             "suffix_tree": None if self.suffix_tree is None else self.suffix_tree._asdict(),
         }
-        by_id = {r.request_id: r for r in self.requests}
+        # a server does not say how it produced its tokens (the client counts them all as decode): no kinds
+        by_id = {} if self.endpoint is not None else {r.request_id: r for r in self.requests}
         outputs = tuple(
             replace(o, round=self.round, token_kinds=_token_kinds(o, by_id.get(o.request_id))) for o in self.outputs
         )
