@@ -19,6 +19,11 @@ def _manager(runs_root: str) -> RunManager:
     return RunManager(Path(runs_root))
 
 
+def run_manager_for(root: Path) -> RunManager:
+    """The process's run manager for the runs directory ``root``."""
+    return _manager(str(Path(root).resolve()))
+
+
 def run_manager() -> RunManager:
     """The process's run manager for the current runs directory (``PDV_RUNS_DIR`` or ``runs/``)."""
-    return _manager(str(runs_dir().resolve()))
+    return run_manager_for(runs_dir())

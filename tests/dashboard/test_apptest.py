@@ -25,6 +25,7 @@ from metrics.runs import list_run_dirs, load_run_dir
 from tests.support import ROOT as ROOT_DIR
 from tests.support.serve import MODEL, served, uvicorn_thread
 from tests.support.threads import is_lane_thread
+from widgets.manager import run_manager_for
 
 ROOT = ROOT_DIR
 APP = str(ROOT / "app.py")
@@ -86,6 +87,17 @@ def values(array) -> list:
     if isinstance(array, dict):
         return np.frombuffer(base64.b64decode(array["bdata"]), dtype=array["dtype"]).tolist()
     return list(array)
+
+
+@pytest.fixture(autouse=True)
+def no_launch_outlives_its_test(runs_dir):
+    """Stop whatever launch a test left running, so that one failure cannot leak threads into the next tests."""
+    yield
+    manager = run_manager_for(runs_dir)
+    launch = manager.active()
+    if launch is not None:
+        launch.cancel()
+        assert launch.wait(timeout=60), f"launch {launch.id} did not stop within 60 s of its cancel"
 
 
 def dashboard_threads() -> list[str]:
@@ -208,9 +220,11 @@ def test_a_run_in_progress_updates_survives_page_switches_and_other_tabs_and_sto
     at.number_input(key="live.max_new_tokens").set_value(64)
     at.button(key="live.start").click().run()
     launch_id = at.session_state["live.rendered"][0]
-    rerun_until(at, lambda a: finished_requests(a)[0] >= 2)
+    # the throughput chart plots the sampler's rows, taken every few tenths of a second: wait for the first
+    rerun_until(at, lambda a: finished_requests(a)[0] >= 2 and charts(a)["live.chart.throughput"]["data"])
 
     # while the first engine runs, its finished requests are already on the charts and tiles
+    assert at.session_state["live.rendered"] == (launch_id, True)
     figs = charts(at)
     assert [t["name"] for t in figs["live.chart.ttft"]["data"]] == ["AR"]
     assert [t["name"] for t in figs["live.chart.throughput"]["data"]] == ["AR"]
