@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from transformers import AttentionInterface
 
 from engine import devices
+from engine.shared_lock import SharedExclusiveLock
 from engine.transfers import upload
 
 ATTN_IMPLEMENTATION = "pdv_packed"
@@ -53,9 +54,15 @@ class KVPool:
     keys, values: [num_layers, slots, num_kv_heads, head_dim]; slot s of block b is b * BLOCK_TOKENS + s.
     Block 0 holds the zero slot and is never handed out.
 
-    ``lock`` is held by every forward that reads or writes the pool and by
-    growth, which replaces both tensors: a forward on another lane thread never
-    writes into a tensor that growth has already copied.
+    ``lock`` guards the bookkeeping (the free list and fences). ``tensors``
+    (``engine.shared_lock``) guards the tensors: every forward holds it shared,
+    so lanes' forwards run at once, and growth, which replaces both tensors,
+    holds it exclusive, so a forward never writes into a tensor growth has
+    already copied. Forwards at once are safe because each writes only the
+    slots of its own stores' blocks, and a store's blocks belong to it alone
+    from ``allocate`` to ``release``; a store is advanced by one lane at a
+    time (a request is in one stage at a time), and every forward reads only
+    its own stores' blocks and the zero slot, which nothing writes.
 
     On CUDA a released block carries a *fence*, an event recorded on the
     releasing thread's current stream: the next store to get the block makes
@@ -78,7 +85,8 @@ class KVPool:
         self.shape_tail = (num_kv_heads, head_dim)
         self.num_layers, self.dtype, self.device = num_layers, dtype, device
         self.backend = backend if backend is not None else devices.stream_backend(device)
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # re-entered when a store's finalizer releases blocks inside an allocation
+        self.tensors = SharedExclusiveLock()
         self.keys = self._zeros(FIRST_POOL_BLOCKS)
         self.values = self._zeros(FIRST_POOL_BLOCKS)
         self._free = list(range(FIRST_POOL_BLOCKS - 1, 0, -1))  # popped from the end: lowest block first
@@ -99,10 +107,17 @@ class KVPool:
     def allocate(self, blocks: int) -> tuple[list[int], list[Any]]:
         """Hand out ``blocks`` blocks (growing the pool when too few are free) and the fences they carry."""
         with self.lock:
+            if blocks <= len(self._free):
+                return self._take(blocks)
+        # growth waits for every running forward; tensors before bookkeeping, the order forwards take them in
+        with self.tensors.exclusive(), self.lock:
             if blocks > len(self._free):
                 self._grow(blocks - len(self._free))
-            taken = [self._free.pop() for _ in range(blocks)]
-            fences = [f for f in (self._fences.pop(b, None) for b in taken) if f is not None]
+            return self._take(blocks)
+
+    def _take(self, blocks: int) -> tuple[list[int], list[Any]]:
+        taken = [self._free.pop() for _ in range(blocks)]
+        fences = [f for f in (self._fences.pop(b, None) for b in taken) if f is not None]
         return taken, list(dict.fromkeys(fences))
 
     def release(self, blocks: list[int]) -> None:

@@ -63,7 +63,9 @@ class ModelRunner:
                 raise RuntimeError(f"KV store overflow: {store.length} + {n} > capacity {store.capacity}")
         if sum(num_tokens) != input_ids.shape[0]:
             raise ValueError(f"packed {input_ids.shape[0]} tokens but the stores take {sum(num_tokens)}")
-        with self.pool.lock:  # growth on another thread must not swap the pool under this forward
+        # shared: other lanes' forwards on their own stores run at once (why that is safe: engine.kv.KVPool);
+        # growth, exclusive, waits for this forward rather than swap the tensors under it
+        with self.pool.tensors.shared():
             for store in stores:
                 for fence in store.take_fences():  # CUDA: the blocks' previous users are done with them
                     self.pool.backend.current_stream(self.device).wait_event(fence)
