@@ -77,7 +77,8 @@ def rounds_table(point: LoadPointComparison, engines: Sequence[str]) -> pd.DataF
 
 
 def summary_frame(points: Sequence[LoadPointComparison]) -> pd.DataFrame:
-    """summary.csv's frame of the load points' runs: figures pooled over rounds, × AR with the rounds' min–max."""
+    """summary.csv's frame of the load points' runs: figures pooled over rounds, × AR with the interval
+    a repeat run's median falls in."""
     rows = [row.row() for point in points for row in point.comparison.rows]
     return normalize(pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS), dtype=object), SUMMARY_COLUMNS)
 

@@ -9,7 +9,7 @@ rate, and the same ``within`` columns (e.g. the run directory) – as three rati
 
 A run without an AR run to compare with gets no ratio (NaN, shown "—").
 A summary written over rounds (``metrics.round_summary``) carries its own
-ratios, paired round by round with AR of the same round, with their min–max
+ratios, paired round by round with AR of the same round, with the interval a repeat run's median falls in
 (``tok_s_x_ar``, ``_lo``, ``_hi``, …): those are used as they are, and
 ``interval_texts`` writes them as ``1.23× (1.10–1.31)``.
 ``COLUMNS`` gives each summary column its human header and format, key columns
@@ -92,7 +92,7 @@ def with_times_ar(summary: pd.DataFrame, within: Sequence[str] = ()) -> pd.DataF
 
 def interval_texts(summary: pd.DataFrame, ratio: str) -> list[str | None]:
     """``ratio`` (a ``RATIOS`` column of ``with_times_ar``) as ``1.23× (1.10–1.31)`` where the summary has the
-    rounds' min–max, ``1.23×`` where it has only a value, ``None`` where it has none."""
+    rounds' interval, ``1.23×`` where it has only a value, ``None`` where it has none."""
     paired = PAIRED[ratio]
     out: list[str | None] = []
     for i in range(len(summary)):

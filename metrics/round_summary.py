@@ -7,7 +7,9 @@ engine this module gives
   (latency percentiles pool requests across rounds; tokens/s is the rounds'
   tokens over the rounds' summed durations);
 * its **× AR intervals** of tokens/s, TPOT p50, TPOT p99 and TTFT p50: per round
-  against AR of the same round, then median and min–max over rounds;
+  against AR of the same round, then the median over rounds with the interval a
+  repeat run's median falls in (``IntervalKind.REPEAT_RUN``: the min–max,
+  widened to a 95 % prediction interval);
 
 and for the load point the verdict (``metrics.verdict``) and a noise warning
 (``metrics.host_noise``). ``ComparisonRow.row()`` is one row of summary.csv
@@ -22,7 +24,7 @@ from dataclasses import asdict, dataclass
 
 from metrics.host_noise import HostNoise, noise_warning
 from metrics.request_metrics import RequestMetrics
-from metrics.rounds import RatioInterval, ratio_intervals
+from metrics.rounds import IntervalKind, RatioInterval, ratio_intervals
 from metrics.run_key import RunKey
 from metrics.schema import RATIO_FIGURES
 from metrics.summary import SLO, RunSummary, summarize
@@ -86,7 +88,9 @@ def compare_load(
                 values = asdict(r.summary)
                 per_round[r.round][engine] = {name: values[f] for name, f in RATIO_FIGURES.items()}
     intervals = {
-        name: ratio_intervals([{e: v[name] for e, v in figures.items()} for figures in per_round], REFERENCE)
+        name: ratio_intervals(
+            [{e: v[name] for e, v in figures.items()} for figures in per_round], REFERENCE, IntervalKind.REPEAT_RUN
+        )
         for name in RATIO_FIGURES
     }
     rows = []

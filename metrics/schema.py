@@ -12,7 +12,7 @@ the trace on every engine once per *round* (``metrics.rounds``), so a run's
 requests.csv, timeseries.csv and outputs.jsonl rows carry their round (1, 2, …)
 and its time series restart at 0 each round. summary.csv pools the rounds'
 requests and carries each figure's ratio to AR of the same round as median,
-``_lo`` and ``_hi`` (the rounds' min and max) over ``rounds`` rounds.
+``_lo`` and ``_hi`` (the interval a repeat run's median falls in, ``metrics.rounds``) over ``rounds`` rounds.
 
 Every row carries ``run_id`` (and ``engine``, ``concurrency``), so a directory
 can hold many runs and new runs are appended. A cell that does not apply – a

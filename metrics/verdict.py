@@ -1,14 +1,19 @@
 """The one-line answer of a comparison: which engine is fastest, and whether the figures support it.
 
 The verdict reads only the tokens/s × AR intervals of ``metrics.rounds``
-(median and min–max of the per-round ratios). Against AR, each other engine is
+(the median of the per-round ratios with the interval a repeat run's median
+falls in). AR's own noise is already inside them: each round's ratio divides by
+AR's figure of that round, so a slow AR round widens every other engine's
+interval. Against AR, each other engine is
 
 * **faster** – its whole interval is above 1 (AR over itself is exactly 1 in every round);
 * **within noise** – its interval contains 1: the rounds do not tell it from AR;
 * **slower** – its whole interval is below 1.
 
 The *fastest* engine is named only when its interval clears every other's
-(AR's included); otherwise the line says no engine is clearly fastest. Fewer
+(AR's included); otherwise the line says no engine is clearly fastest. Because the
+intervals predict a repeat run, a verdict names only what running the same
+comparison again would, with 95 % odds per engine, not contradict. Fewer
 than ``MIN_ROUNDS`` rounds give no verdict at all: the min–max of two rounds
 holds the median only half the time. Nothing here knows about engines beyond
 their labels; ``label`` turns them into the names a reader sees.

@@ -54,7 +54,8 @@ else:
     st.caption(
         "Engines run one after another on the identical trace, each alone on the device, then the endpoint "
         "if one is on, in rounds: each round starts with the next engine (ABCD, BCDA, …), and each × AR is "
-        "the median of the rounds' ratios to AR of the same round, with their min–max in brackets."
+        "the median of the rounds' ratios to AR of the same round, with "
+        "in brackets the interval a repeat run's median falls in."
     )
 shown = current_view()
 every = controls.remember_rendered("live", shown)
@@ -78,7 +79,7 @@ def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: RatioInterval | No
         help="Output tokens of finished requests / time from the run's start to the latest finish, as in the "
         "run's summary. Tokens of requests still running are not counted yet, so during a run this trails "
         "the throughput chart. Below it: the median over rounds of its tokens/s over AR's in the same round, "
-        "with the rounds' min–max.",
+        "with the interval a repeat run's median falls in.",
         delta=None if speedup is None else speedup.text("AR"),
         delta_color="off",
         delta_arrow="off",  # a ratio, not a change: 0.96× is not "up"
@@ -108,7 +109,8 @@ def summary_card() -> None:
         st.table(comparison.comparison_table([r.summary for r in view.runs], engines))
     pooled = "requests finished so far" if view.status.active else "finished requests"  # "so far" only while running
     note = (
-        "× AR: each round against AR of the same round, as the median over rounds with the rounds' min–max – "
+        "× AR: each round against AR of the same round, as the median over rounds with "
+        "the interval a repeat run's median falls in – "
         "tok/s above 1 is faster than AR, latencies below 1 are faster. Latencies and tok/s pool every round's "
         f"{pooled}."
     )

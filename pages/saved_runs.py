@@ -190,7 +190,8 @@ with st.expander("Every column (engine and load apart, percentiles, request rate
     )
 st.caption(
     "× AR: against the AR run at the same load in the same directory – for runs in rounds, the median of each "
-    "round's ratio to AR of the same round with the rounds' min–max; tok/s above 1 is faster than AR, "
+    "round's ratio to AR of the same round with "
+    "the interval a repeat run's median falls in; tok/s above 1 is faster than AR, "
     "TPOT below 1 is faster; — where there is no such AR run. Over time: each run's last round."
 )
 

@@ -136,7 +136,8 @@ def charts_card() -> None:
             )
         st.caption(
             "× AR: each round against AR of the same round at the same load, the median over rounds with the "
-            "rounds' min–max – tok/s above 1 is faster than AR, TPOT below 1 is faster; — where it does not apply."
+            "interval a repeat run's median falls in – tok/s above 1 is faster than AR, TPOT below 1 is faster; "
+            "— where it does not apply."
         )
 
 

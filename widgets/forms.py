@@ -279,7 +279,8 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
             key=f"{prefix}.rounds",
             persist_state=KEEP,
             help="Each engine replays the requests once per round, in an order that rotates each round. × AR is "
-            "each round's ratio to AR of the same round, shown as the median with the rounds' min–max; a verdict "
+            "each round's ratio to AR of the same round, shown as the median with "
+            "the interval a repeat run's median falls in; a verdict "
             "needs at least 3 rounds.",
         )
         st.divider()

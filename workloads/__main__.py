@@ -14,7 +14,8 @@ Open-loop instead of closed-loop: ``--rates 1,2,4 [--burstiness B] [--max-concur
 with ``--json``, one JSON line (``{"out_dir", "run_ids", "summaries", "verdicts"}``) as
 the last line of stdout. At each load point the engines run ``--rounds`` rounds
 (3 by default) in rotating order; the table's × AR columns are the median
-ratio to AR of the same round with the rounds' min-max, and one verdict line
+ratio to AR of the same round with the interval a repeat run's median
+falls in, and one verdict line
 per load point follows the table. Exit codes: 0 when every planned run ran to its
 end; 1 when a run stopped early (timeout, engine error, an engine that did not stop), a run
 file could not be written, or the sweep ended before its last run, each

@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_ROUNDS,
         help="each engine runs the trace this many times per load point, in rotating order; × AR is the median "
-        "over rounds with their min-max, and a verdict needs 3",
+        "over rounds with the interval a repeat run's median falls in, and a verdict needs 3",
     )
     run.add_argument(
         "--warmup", type=int, default=1, help="unmeasured warm-up requests per run, at least (sent at its concurrency)"

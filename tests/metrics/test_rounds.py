@@ -1,10 +1,21 @@
-"""Rounds: rotation, paired ratios per round, and the min–max interval, against hand-computed cases."""
+"""Rounds: rotation, paired ratios per round, and both kinds of interval, against hand-computed cases."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from metrics.rounds import RatioInterval, interval, paired_ratios, ratio_intervals, rotated, round_orders
+from metrics.rounds import (
+    IntervalKind,
+    RatioInterval,
+    interval,
+    paired_ratios,
+    ratio_intervals,
+    repeat_half_width,
+    rotated,
+    round_orders,
+)
 
 
 def test_each_round_starts_with_the_next_competitor():
@@ -46,6 +57,32 @@ def test_interval_is_the_median_with_the_exact_min_and_max():
     even = interval([0.8, 1.0, 1.4, 0.9])
     assert (even.median, even.lo, even.hi) == (pytest.approx(0.95), 0.8, 1.4)
     assert interval([]) is None
+
+
+def test_repeat_run_interval_is_a_95_percent_prediction_interval_around_the_median():
+    # 5 rounds with log ratios -0.1, 0, 0.1, 0, 0: median 1.0, s = sqrt((0.01 + 0.01) / 4) = 0.070711;
+    # t(0.975, 4) = 2.776; sqrt(pi / 5) = 0.792665; half width 2.776 * 0.070711 * 0.792665 = 0.155597 in log,
+    # so exp(-0.155597) = 0.855905 to exp(0.155597) = 1.168354, wider than the min–max (0.904837–1.105171)
+    ratios = [math.exp(-0.1), 1.0, math.exp(0.1), 1.0, 1.0]
+    assert repeat_half_width(ratios) == pytest.approx(0.155597, abs=1e-5)
+    r = interval(ratios, IntervalKind.REPEAT_RUN)
+    assert (r.median, r.rounds) == (1.0, 5)
+    assert (r.lo, r.hi) == pytest.approx((0.855905, 1.168354), abs=1e-5)
+    assert interval(ratios) == RatioInterval(1.0, min(ratios), max(ratios), 5)  # the min–max stays the default
+
+
+def test_repeat_run_interval_keeps_the_min_max_where_that_is_wider():
+    # 10 rounds, one at 2.0: log ratios nine 0 and ln 2 = 0.693147, s = sqrt(0.1 * 0.480453 * 10 / 9) = 0.219192;
+    # t(0.975, 9) = 2.262; half width 2.262 * 0.219192 * sqrt(pi / 10) = 0.277903: below, exp(-0.277903) =
+    # 0.757370; above, the round at 2.0 (exp(0.277903) = 1.320 is narrower)
+    r = interval([1.0] * 9 + [2.0], IntervalKind.REPEAT_RUN)
+    assert (r.median, r.hi) == (1.0, 2.0)
+    assert r.lo == pytest.approx(0.757370, abs=1e-5)
+
+
+def test_repeat_run_interval_of_one_round_or_equal_rounds_is_the_point():
+    assert interval([1.2], IntervalKind.REPEAT_RUN) == RatioInterval(1.2, 1.2, 1.2, 1)
+    assert interval([0.9, 0.9, 0.9], IntervalKind.REPEAT_RUN) == RatioInterval(0.9, 0.9, 0.9, 3)
 
 
 def test_intervals_clear_only_when_they_do_not_touch():

@@ -24,9 +24,9 @@ from metrics.summary import SLO
 from workloads.drivers.arrivals import ArrivalPolicy
 from workloads.drivers.run_result import RunResult, new_run_id
 
-# The min–max of n rounds holds the median of the per-round ratios with probability 1 − 2·0.5^n: 0.75 for the
-# 3 rounds a verdict needs at least (metrics.verdict.MIN_ROUNDS), 0.94 for 5, which is what lets one run's
-# interval contain another run's median.
+# Five rounds: the min–max of n rounds holds the median of the per-round ratios with probability 1 − 2·0.5^n
+# (0.94 for 5), and the interval every comparison shows widens it to where a repeat run's median falls
+# (metrics.rounds.IntervalKind.REPEAT_RUN), whose width shrinks about as 1/√n.
 DEFAULT_ROUNDS = 5
 
 

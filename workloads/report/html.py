@@ -54,7 +54,7 @@ DEFINITIONS = (
     ("Output tok/s", "output tokens of the completed requests / the run's duration."),
     ("tok/s × AR", "a run's output tok/s over that of the AR run (the verifier alone, no speculation) at the same "
      "load in the same directory: above 1.00× the engine is faster than AR. For runs in rounds: the median over "
-     "rounds of the ratio to AR of the same round, with the rounds' min–max in brackets."),
+     "rounds of the ratio to AR of the same round, with in brackets the interval a repeat run's median falls in."),
     ("TPOT p50 / p99 × AR", "a run's TPOT percentile over AR's at the same load: below 1.00× its tokens come faster."),
     ("Acceptance", "accepted / drafted tokens over the run; — for AR, which drafts nothing."),
     ("Tokens / step", "tokens produced per verify step, 1 + accepted / verify steps (it counts the correction or "
@@ -273,7 +273,8 @@ def build_report(paths: Sequence[str | Path], out: Path, title: str = "PD-Verify
     ]
     ar_note = (
         "× AR: against the AR run at the same load in the same directory (the first, when AR ran several times); "
-        "for runs in rounds, the median of each round's ratio to AR of the same round, with the rounds' min–max."
+        "for runs in rounds, the median of each round's ratio to AR of the same round, with "
+        "the interval a repeat run's median falls in."
         if has_ar
         else "No AR run at the same load as these runs, so no × AR columns: add an AR run to compare against."
     )

@@ -2,7 +2,7 @@
 
 One row per run (an engine at a load point, pooled over its rounds). ``× AR``
 is the median of the rounds' tokens/s over AR's of the same round, with the
-rounds' min–max in brackets; ``TPOT × AR`` likewise for TPOT p50 ("-" without
+in brackets the interval a repeat run's median falls in; ``TPOT × AR`` likewise for TPOT p50 ("-" without
 an AR round to pair with).
 """
 
