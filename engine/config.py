@@ -258,6 +258,18 @@ class EngineConfig:
             choices=[c.value for c in LaneCompute],
         ),
     )
+    # one lane steps the whole running batch, as the colocated engines always did; 2 is the generic
+    # parallelism any engine could use with lanes at once (two half-batches, one core each): the fair
+    # reference for what PD's and PDV's lanes at once gain (docs/results.md, "Lanes that pay")
+    colocated_lanes: int = field(
+        default=1,
+        metadata=flag(
+            "--colocated-lanes",
+            int,
+            "ar, baseline: lanes stepping the running batch, each its own share (1, or 2 with --lane-compute "
+            "at-once)",
+        ),
+    )
     verify_promote_margin: int = field(
         default=2,  # a backlog of a group or two is normal pipelining; beyond that verification is the bottleneck
         metadata=flag(
@@ -303,6 +315,11 @@ class EngineConfig:
             if value not in set(kind):
                 raise ValueError(f"{name} must be one of {', '.join(kind)}, got {value!r}")
             object.__setattr__(self, name, kind(value))  # the typed value, also when given as its text
+        if self.colocated_lanes not in (1, 2):
+            raise ValueError(f"colocated_lanes must be 1 or 2, got {self.colocated_lanes}")
+        if self.colocated_lanes == 2 and self.lane_compute is not LaneCompute.AT_ONCE:
+            # two halves taking turns would only step the batch in two forwards instead of one
+            raise ValueError("colocated_lanes = 2 splits the batch for lanes at once: it needs lane_compute at-once")
         if self.verify_promote_margin < 0:
             raise ValueError(f"verify_promote_margin must be >= 0, got {self.verify_promote_margin}")
         for name in ("intra_op_threads", "concurrent_lanes"):

@@ -1,7 +1,8 @@
 """The explicit queues between lanes: sequences handed on after a stage, and draft blocks waiting for verification.
 
 A ``Handoff`` carries sequences from a producing lane (prefill, or PDV's
-verify lane returning survivors) to a consuming one, and counts what the
+verify lane returning survivors) to a consuming one (``SplitHandoff``: to
+the least loaded of several), and counts what the
 consumer holds, so admission sees every sequence past prefill at any moment
 (``total``): a sequence moves from queued to held under one lock, never
 missing from both. A ``VerifyQueue`` carries PDV's draft blocks from the
@@ -73,6 +74,21 @@ class Handoff:
     def queued(self) -> int:
         """Sequences waiting for the consumer (a monitor's read, without the lock)."""
         return len(self._queued)
+
+
+class SplitHandoff:
+    """Sequences handed on to one of several consumers' ``Handoff``s: each to the one holding the fewest, so
+    the consumers' batches stay even as requests end. ``total`` counts them all, as admission needs."""
+
+    def __init__(self, parts: tuple[Handoff, ...]) -> None:
+        self.parts = parts
+
+    def put(self, seqs: list[Sequence]) -> None:
+        for seq in seqs:
+            min(self.parts, key=Handoff.total).put([seq])
+
+    def total(self) -> int:
+        return sum(part.total() for part in self.parts)
 
 
 class VerifyQueue:

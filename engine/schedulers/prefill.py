@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.schedulers.handoff import Handoff
+from engine.schedulers.handoff import Handoff, SplitHandoff
 from engine.sequence import Sequence
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ class Prefill:
     ``out`` (sequences whose prompt is done, each with the event its stream recorded after the chunk).
     """
 
-    def __init__(self, engine: Engine, out: Handoff) -> None:
+    def __init__(self, engine: Engine, out: Handoff | SplitHandoff) -> None:
         self.engine = engine
         self.out = out
         self.prefilling: list[Sequence] = []  # owned by the lane running this work
