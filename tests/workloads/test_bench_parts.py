@@ -199,6 +199,14 @@ def test_suffix_identical_output_check_fails_when_suffix_drafting_differs(tmp_pa
     assert "Different: suffix (coding C=1, round 0)" in notes_of(out, suffix.NAME)[0]
 
 
+def test_the_load_sweep_measures_only_the_load_points_and_engines_it_is_given(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "load", "--load-loads", "2", "--load-engines", "baseline,ar")
+    rows = read_csv(out / "3-load.csv")
+    assert {r["group"] for r in rows} == {"C=2"}
+    assert {r["label"] for r in rows} == {"ar", "baseline", load.HF}
+    assert {r["same_output_as_ar"] for r in rows} == {"True"}
+
+
 def test_forward_cost_appends_labelled_rounds_and_renders_their_medians(tmp_path):
     out = tmp_path / "b"
     for label in ("before", "after"):
@@ -220,6 +228,8 @@ def test_forward_cost_appends_labelled_rounds_and_renders_their_medians(tmp_path
         (["--parts", "suffix", "--suffix-setups", "ngram,suffix"], "--suffix-setups need ar"),
         (["--parts", "drafters", "--drafters-prompts", "0"], "--drafters-prompts"),
         (["--parts", "forward-cost", "--forward-cost-measures", "disk"], "--forward-cost-measures"),
+        (["--parts", "load", "--load-engines", "pd,pdv"], "--load-engines needs ar"),
+        (["--parts", "load", "--load-loads", "0"], "--load-loads"),
     ],
 )
 def test_a_bad_part_option_is_one_error_before_any_model_loads(tmp_path, capsys, flags, message):

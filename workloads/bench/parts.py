@@ -46,7 +46,7 @@ PARTS: dict[str, Part] = {
     for p in (
         Part(overhead.NAME, overhead.run),
         Part(single.NAME, single.run),
-        Part(load.NAME, load.run),
+        Part(load.NAME, load.run, load.LoadOptions),
         Part(lanes.NAME, lanes.run),
         Part(hardware.NAME, hardware.run),
         Part(dashboard_cost.NAME, dashboard_cost.run),
