@@ -45,6 +45,7 @@ from engine.schedulers.driven import Driven
 from engine.schedulers.lanes import Lane, LaneArbiter, LaneSpec
 from engine.schedulers.plan import lane_budgets
 from engine.schedulers.row_failures import RowFailures
+from engine.schedulers.shutdown import track
 from engine.schedulers.stats import Counters, EngineStats, LaneStats, p95_ms
 from engine.sequence import Sequence
 from engine.stages import DraftBlock, accept_block, draft_lengths, prefill_chunk, verify_block
@@ -99,6 +100,7 @@ class Engine(RowFailures, Driven, ABC):
     def start(self) -> Engine:
         if self._started:
             return self
+        track(self)  # stopped before the interpreter finalises, never ended mid-step
         self._started = True
         if self.config.intra_op_threads is not None:
             torch.set_num_threads(self.config.intra_op_threads)
