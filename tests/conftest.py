@@ -1,4 +1,4 @@
-"""Fixtures every folder shares, and the CI rule on skips.
+"""Fixtures every folder shares, the CI rule on skips, and the rule that no background thread outlives the session.
 
 Imports nothing heavy: a test that needs a model asks for ``tiny_pair`` (or imports
 ``tests.support.greedy``), and pure tests load no torch.
@@ -7,6 +7,7 @@ Imports nothing heavy: a test that needs a model asks for ``tiny_pair`` (or impo
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,38 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, and only tests marked slow may skip there: {reason}"
+
+
+LEAK_WAIT_S = 30.0  # stopped lanes end at their next step boundary; a busy two-core machine takes a while
+_first_seen_after: dict[threading.Thread, str] = {}  # background thread -> the test after which it was first alive
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Note which test left each background thread alive, to name it if the thread outlives the session."""
+    yield
+    from tests.support.threads import background_threads
+
+    for thread in background_threads():
+        _first_seen_after.setdefault(thread, item.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Engine lanes, dashboard launches or samplers alive at the end fail the run, each named with the test
+    that left it: a leaked run loads the CPU for every later test and is stopped only at interpreter exit."""
+    if not _first_seen_after:
+        return
+    from tests.support.threads import wait_for_no_background_threads
+
+    leaked = wait_for_no_background_threads(LEAK_WAIT_S)
+    if not leaked:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"{t.name} (alive since {_first_seen_after.get(t, 'an unknown test')})" for t in leaked]
+    message = f"background threads still running at the end of the session: {'; '.join(lines)}"
+    if reporter is not None:
+        reporter.write_sep("=", "background threads outlived the session", red=True)
+        reporter.write_line(message, red=True, bold=True)
+    else:
+        print(message)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

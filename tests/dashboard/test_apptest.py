@@ -23,8 +23,9 @@ from dashboard.settings import session_defaults
 from engine.models.pair import load_model_pair
 from metrics.runs import list_run_dirs, load_run_dir
 from tests.support import ROOT as ROOT_DIR
+from tests.support.launches import stop_left_launch
 from tests.support.serve import MODEL, served, uvicorn_thread
-from tests.support.threads import is_lane_thread
+from tests.support.threads import wait_for_no_background_threads
 from widgets.manager import run_manager_for
 
 ROOT = ROOT_DIR
@@ -93,26 +94,13 @@ def values(array) -> list:
 def no_launch_outlives_its_test(runs_dir):
     """Stop whatever launch a test left running, so that one failure cannot leak threads into the next tests."""
     yield
-    manager = run_manager_for(runs_dir)
-    launch = manager.active()
-    if launch is not None:
-        launch.cancel()
-        assert launch.wait(timeout=60), f"launch {launch.id} did not stop within 60 s of its cancel"
+    stop_left_launch(run_manager_for(runs_dir))
 
 
-def dashboard_threads() -> list[str]:
-    """Threads the dashboard's launches start: launch workers, jobs, engine lanes, samplers."""
-    names = ("replay-job", "metrics-sampler")
-    return [
-        t.name for t in threading.enumerate() if t.name.startswith("pdv-") or is_lane_thread(t.name) or t.name in names
-    ]
-
-
-def wait_for_no_threads(timeout: float = 20.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while dashboard_threads() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return dashboard_threads()
+def wait_for_no_threads(timeout: float = 60.0) -> list[str]:
+    """Names of the launch workers, jobs, engine lanes and samplers still alive after ``timeout`` seconds (lanes
+    end at their next step boundary, which a busy two-core machine delays)."""
+    return [t.name for t in wait_for_no_background_threads(timeout)]
 
 
 @pytest.mark.parametrize("page", list(PAGES))
@@ -439,7 +427,10 @@ def test_a_run_file_that_cannot_be_written_ends_the_launch_and_every_engine(runs
     at.button(key="live.start").click().run()
     rerun_until(at, ended("live"))
     assert any("No space left on device" in e.value for e in at.error)
-    assert wait_for_no_threads(timeout=2.0) == []  # they were cancelled with the launch, not left running
+    # the engines were cancelled with the launch, not left running: none outlives the launch's own thread
+    launch = run_manager_for(runs_dir).latest("live")
+    assert launch is not None and launch.wait(timeout=60)
+    assert wait_for_no_threads(timeout=0.0) == []
 
 
 def test_model_loading_progress_is_shown_while_the_pair_loads(runs_dir, monkeypatch):

@@ -6,6 +6,8 @@ import json
 import threading
 import time
 import tomllib
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -16,7 +18,9 @@ from dashboard.run_manager import RunManager
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
 from metrics.runs import list_run_dirs, load_run_dir
 from tests.support import ROOT as ROOT_DIR
-from tests.support.threads import is_lane_thread
+from tests.support.launches import stop_left_launch
+from tests.support.threads import background_threads, wait_for_no_background_threads
+from widgets.manager import run_manager_for
 from workloads.datasets.synthetic import LengthSpec
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.trace import DatasetSpec
@@ -27,18 +31,26 @@ APP = str(ROOT / "app.py")
 
 
 def _threads() -> list[str]:
-    return [
-        t.name
-        for t in threading.enumerate()
-        if t.name.startswith("pdv-") or is_lane_thread(t.name) or t.name in ("replay-job", "metrics-sampler")
-    ]
+    return [t.name for t in background_threads()]
 
 
-def _no_threads_left(timeout: float = 30.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while _threads() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return _threads()
+def _no_threads_left(timeout: float = 60.0) -> list[str]:
+    return [t.name for t in wait_for_no_background_threads(timeout)]
+
+
+@pytest.fixture
+def manager(tmp_path) -> Iterator[RunManager]:
+    """A run manager whose launch is stopped after the test even when the test fails."""
+    manager = RunManager(tmp_path / "runs")
+    yield manager
+    stop_left_launch(manager)
+
+
+@pytest.fixture
+def app_runs_dir(runs_dir) -> Iterator[Path]:
+    """``runs_dir``, whose app's launch is stopped after the test even when the test fails."""
+    yield runs_dir
+    stop_left_launch(run_manager_for(runs_dir))
 
 
 def _finished(at: AppTest) -> int:
@@ -56,8 +68,7 @@ def _spec(num_requests: int) -> ReplaySpec:
     )
 
 
-def test_starts_racing_from_many_threads_make_one_launch_and_stop_leaves_no_thread(tmp_path):
-    manager = RunManager(tmp_path / "runs")
+def test_starts_racing_from_many_threads_make_one_launch_and_stop_leaves_no_thread(manager):
     barrier, results = threading.Barrier(8), []
 
     def click() -> None:
@@ -87,7 +98,8 @@ def test_starts_racing_from_many_threads_make_one_launch_and_stop_leaves_no_thre
     assert load_run_dir(info.path).runs[0]["stop_reason"] == "cancelled"
 
 
-def test_a_tab_closed_mid_run_leaves_the_launch_to_the_next_tab_which_can_stop_it(runs_dir):
+def test_a_tab_closed_mid_run_leaves_the_launch_to_the_next_tab_which_can_stop_it(app_runs_dir):
+    runs_dir = app_runs_dir
     first = AppTest.from_file(APP, default_timeout=60)
     first.session_state["live.drafter"] = "model"
     first.session_state["live.controller"] = "fixed"
