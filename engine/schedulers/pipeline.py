@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 class Draft:
     """Mutates: the ready pool (groups out and back), ``blocks`` (pipelined blocks), the group's sequences, and
     the engine's decode latencies (cleared when the mode changes: a p95 must not mix atomic steps, which time
-    draft + verify, with pipelined drafts, which time the draft alone)."""
+    draft + verify, with pipelined drafts, which time the draft alone), and ``picked`` (groups run per mode:
+    what the step choice chose at this load, for the run's report)."""
 
     def __init__(
         self,
@@ -44,6 +45,7 @@ class Draft:
         self.rules = rules
         self.costs = costs  # running sequences -> the step costs at that load (None where none are needed)
         self.mode: StepMode | None = None  # the mode of the last group
+        self.picked: dict[StepMode, int] = dict.fromkeys(StepMode, 0)  # groups run per mode, as planned
 
     def _plan(self, state: GroupState) -> GroupPlan | None:
         needs_costs = self.rules.hybrid_threshold is not None
@@ -58,6 +60,7 @@ class Draft:
         for event in {id(s.handoff_event): s.handoff_event for s in group}.values():
             lane.stream.wait(event)
         atomic = plan.mode is StepMode.ATOMIC
+        self.picked[plan.mode] += 1
         if plan.mode is not self.mode:
             engine._decode_latencies.clear()
             self.mode = plan.mode
