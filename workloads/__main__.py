@@ -186,7 +186,8 @@ def replay_command(args: argparse.Namespace) -> int:
     if failure and not isinstance(failure[0], RunNotWritten):
         raise failure[0]
     rows = [row for p in points for row in p.comparison.rows]
-    print(format_table(rows) if rows else format_table([ComparisonRow(r.summary, {}, 1) for r in results]))
+    parts = [p.part for p in points for _ in p.comparison.rows]  # MT-Bench's turn of each row
+    print(format_table(rows, parts) if rows else format_table([ComparisonRow(r.summary, {}, 1) for r in results]))
     for point in points:
         print(f"{point.load}: {point.verdict_line()}")
         if point.comparison.noise_warning:

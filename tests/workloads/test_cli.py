@@ -195,6 +195,22 @@ def test_summary_table_shows_each_ratio_to_ar_with_its_rounds_min_max():
                     ("pd", "C=2"): ["-", "-"], ("pd", "C=1"): ["1.10", "1.10"]}  # fmt: skip
 
 
+def test_summary_table_names_the_mt_bench_turn_of_each_row():
+    def run(engine):
+        s = RunSummary("r", engine, 4, None, 4, 4, 0, 1.0, 10.0, 1.0, *[10.0] * 6, None,
+                       *[None] * 3, None, None, None)  # fmt: skip
+        return ComparisonRow(s, {}, 3)
+
+    table = format_table([run("ar"), run("pd"), run("ar")], ["turn 1", "turn 1", "turn 2"])
+    assert [line.split()[:3] for line in table.splitlines()[2:5]] == [
+        ["ar", "C=4,", "turn"], ["pd", "C=4,", "turn"], ["ar", "C=4,", "turn"],
+    ]  # fmt: skip
+    assert [line.split()[3] for line in table.splitlines()[2:5]] == ["1", "1", "2"]
+    assert format_table([run("ar")], [""]).splitlines()[2].split()[:3] == ["ar", "C=4", "3"]
+    with pytest.raises(ValueError, match="1 parts for 2 rows"):
+        format_table([run("ar"), run("pd")], ["turn 1"])
+
+
 def test_rounds_rotate_and_the_summary_carries_each_ratio_with_its_interval_and_a_verdict(tmp_path, capsys):
     args = ["--engines", "ar,pdv", "--concurrency", "2", "--num-requests", "2", "--output-len", "6", "--warmup", "0"]
     out = tmp_path / "out"

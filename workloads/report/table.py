@@ -1,9 +1,11 @@
 """The replay's summary table, as printed at the end of ``python -m workloads replay``.
 
 One row per run (an engine at a load point, pooled over its rounds). ``× AR``
-is the median of the rounds' tokens/s over AR's of the same round, with the
-in brackets the interval a repeat run's median falls in; ``TPOT × AR`` likewise for TPOT p50 ("-" without
-an AR round to pair with).
+is the median of the rounds' tokens/s over AR's of the same round, with in
+brackets the interval a repeat run's median falls in; ``TPOT × AR`` likewise
+for TPOT p50 ("-" without an AR round to pair with). Where a load point holds
+several comparisons (MT-Bench's two turns), the load names its part:
+``C=4, turn 2``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ def _interval(r: RatioInterval | None) -> str:
     return f"{r.median:.2f}" if r.rounds == 1 else f"{r.median:.2f} ({r.lo:.2f}-{r.hi:.2f})"
 
 
-def format_table(rows: Sequence[ComparisonRow]) -> str:
+def format_table(rows: Sequence[ComparisonRow], parts: Sequence[str] | None = None) -> str:
+    """The table of ``rows``; ``parts[i]`` (e.g. "turn 2", "" for none) is added to row i's load."""
+    if parts is not None and len(parts) != len(rows):
+        raise ValueError(f"{len(parts)} parts for {len(rows)} rows")
+
     def num(value: float | None, fmt: str = ".1f") -> str:
         return "-" if value is None else format(value, fmt)
 
@@ -41,12 +47,14 @@ def format_table(rows: Sequence[ComparisonRow]) -> str:
         "goodput",
     )
     table = [header]
-    for row in rows:
+    for i, row in enumerate(rows):
         s = row.summary
         if s.request_rate is None:
             load = f"C={s.concurrency}"
         else:
             load = f"R={s.request_rate:g}" + ("" if s.concurrency is None else f",C<={s.concurrency}")
+        if parts is not None and parts[i]:
+            load = f"{load}, {parts[i]}"
         table.append(
             (
                 s.engine,
