@@ -22,17 +22,17 @@ def test_each_thread_has_its_own_current_stream(fake_cuda):  # noqa: F811
 
     def lane(name):
         with lanes[name].activate():
-            both_inside.wait(5)  # each thread is inside its own stream while the other is inside its own
+            both_inside.wait(30)  # each thread is inside its own stream while the other is inside its own
             seen[name] = fake_cuda.current_stream()
-            leave.wait(5)
+            leave.wait(30)
 
     threads = [threading.Thread(target=lane, args=(n,)) for n in lanes]
     for t in threads:
         t.start()
-    assert wait_until(lambda: len(seen) == 2, timeout=5)
+    assert wait_until(lambda: len(seen) == 2, timeout=30)
     leave.set()
     for t in threads:
-        t.join(5)
+        t.join(30)
     assert seen == {name: lanes[name].stream for name in lanes}
     assert fake_cuda.current_stream() is fake_cuda.default  # this thread never entered one
 

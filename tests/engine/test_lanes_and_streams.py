@@ -43,7 +43,7 @@ def test_arbiter_grants_the_single_slot_by_priority():
     def holder():
         with arbiter.turn("prefill"):
             order.append("prefill-first")
-            release.wait(5)
+            release.wait(30)
 
     def worker(name):
         with arbiter.turn(name):
@@ -51,14 +51,14 @@ def test_arbiter_grants_the_single_slot_by_priority():
 
     first = threading.Thread(target=holder)
     first.start()
-    assert wait_until(lambda: order == ["prefill-first"], timeout=5)
+    assert wait_until(lambda: order == ["prefill-first"], timeout=30)
     threads = [threading.Thread(target=worker, args=(n,)) for n in ("prefill", "verify", "decode")]
     for t in threads:
         t.start()
-    assert wait_until(lambda: len(arbiter._waiting) == 3, timeout=5)  # all three wait for the slot
+    assert wait_until(lambda: len(arbiter._waiting) == 3, timeout=30)  # all three wait for the slot
     release.set()
     for t in [first, *threads]:
-        t.join(5)
+        t.join(30)
     assert order == ["prefill-first", "decode", "verify", "prefill"]
 
 

@@ -29,8 +29,12 @@ def test_requests_beyond_the_kv_budget_wait_and_all_finish_within_it(tiny_pair):
         return granted
 
     eng.budget.try_reserve = reserving
+    # all queued before the lanes start, so that the first admission finds three to take (submitted while the
+    # lanes run, a busy machine could finish each request before the next one arrives)
+    requests = [eng.submit(Request(f"r{i}", PROMPT, params)) for i in range(12)]
     try:
-        requests = eng.generate([Request(f"r{i}", PROMPT, params) for i in range(12)], timeout=120)
+        eng.start()
+        assert all(r.done.wait(120) for r in requests)
     finally:
         eng.stop()
     assert [r.status for r in requests] == [RequestStatus.OK] * 12
