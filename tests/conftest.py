@@ -7,7 +7,9 @@ Imports nothing heavy: a test that needs a model asks for ``tiny_pair`` (or impo
 from __future__ import annotations
 
 import os
+import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,25 @@ def pytest_runtest_makereport(item, call):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, and only tests marked slow may skip there: {reason}"
+
+
+@pytest.fixture(autouse=True)
+def no_engine_outlives_its_test():
+    """Stop the engines a test started and left running (a failed assertion before its ``stop``), so that they
+    load no later test; a warning names them. Module- and session-scoped fixtures start theirs before this
+    fixture looks, so they are left to their own teardown."""
+    if "engine.schedulers.shutdown" not in sys.modules:  # no engine can have started yet
+        before: set[int] = set()
+    else:
+        before = {id(e) for e in sys.modules["engine.schedulers.shutdown"].running_engines()}
+    yield
+    shutdown = sys.modules.get("engine.schedulers.shutdown")
+    left = [e for e in shutdown.running_engines() if id(e) not in before] if shutdown else []
+    for engine in left:
+        engine.stop(timeout=LEAK_WAIT_S)
+    if left:
+        warnings.warn(f"the test left engines running, stopped after it: {', '.join(e.name for e in left)}",
+                      stacklevel=1)  # fmt: skip
 
 
 LEAK_WAIT_S = 30.0  # stopped lanes end at their next step boundary; a busy two-core machine takes a while

@@ -43,13 +43,16 @@ def track(engine: Stoppable) -> None:
     _running.add(engine)
 
 
+def running_engines() -> list[Stoppable]:
+    """Every engine started in this process and not stopped yet."""
+    return [engine for engine in list(_running) if engine.running]
+
+
 def stop_running_engines() -> list[str]:
     """Stop every engine still running (cancelling its requests); returns the names of those that were."""
     _exiting.set()
     stopped = []
-    for engine in list(_running):
-        if not engine.running:
-            continue
+    for engine in running_engines():
         stopped.append(engine.name)
         try:
             engine.stop(timeout=EXIT_STOP_TIMEOUT_S)
