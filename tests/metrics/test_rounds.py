@@ -108,3 +108,13 @@ def test_ratio_intervals_of_every_label():
     out = ratio_intervals(rounds, "ar")
     assert (out["b"].median, out["b"].lo, out["b"].hi) == (1.0, 0.5, 1.5)
     assert (out["ar"].median, out["ar"].lo, out["ar"].hi) == (1.0, 1.0, 1.0)
+
+
+def test_the_t_quantiles_are_students_at_every_tabulated_degree_of_freedom():
+    from scipy import stats
+
+    from metrics.rounds import _T975
+
+    assert len(_T975) == 30
+    for dof, t in enumerate(_T975, start=1):
+        assert t == pytest.approx(stats.t.ppf(0.975, dof), abs=5e-4), dof
