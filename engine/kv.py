@@ -17,7 +17,9 @@ reads, and how the packed queries spread into a padded ``[rows, longest new
 run]`` block with a bottom-right causal mask. Per layer that is a write into
 the pool, one gather of the rows' keys and values, one
 ``scaled_dot_product_attention`` and one gather back: the same operators
-whatever the batch size. The gather copies the rows' prefixes once per layer;
+whatever the batch size. The mask is additive (0 or -inf, the pool's dtype),
+made once per forward: SDPA would otherwise turn a boolean mask into one in
+every layer. The gather copies the rows' prefixes once per layer;
 the measurements that chose it over a loop of per-request calls are in
 docs/results.md ("One attention call per layer").
 
@@ -192,7 +194,8 @@ class StepIndex(NamedTuple):
     read_slots: torch.Tensor  # [B * K] long: slots of each row's keys 0..end-1, ZERO_SLOT beyond
     query_index: torch.Tensor  # [B * Q] long: packed token at each padded query position (0 for padding)
     output_index: torch.Tensor  # [N] long: padded position of each packed token
-    mask: torch.Tensor  # [B, 1, Q, K] bool: query i of row b sees keys 0..past_b + i (padding sees key 0)
+    mask: torch.Tensor  # [B, 1, Q, K] additive, the pool's dtype: 0 where query i of row b sees key j
+    # (j <= past_b + i; a padded query sees key 0), -inf elsewhere
     rows: int
     width: int  # Q
     span: int  # K
@@ -228,6 +231,8 @@ def step_index(stores: list[KVStore], num_tokens: list[int], device: torch.devic
     sees = key_pos <= (past.unsqueeze(1) + query_pos).unsqueeze(2)  # [B, Q, K]
     sees |= ~real_query.unsqueeze(2) & (key_pos == 0)  # a padded query attends to key 0: no all-masked row (NaN)
 
+    mask = torch.zeros(sees.shape, dtype=stores[0].dtype, device=device).masked_fill_(~sees, float("-inf"))
+
     row_of_token = torch.repeat_interleave(torch.arange(rows, device=device), count)  # [N]
     offset = torch.arange(row_of_token.shape[0], device=device) - starts[row_of_token]  # [N] i within its row
     positions = past[row_of_token] + offset
@@ -238,7 +243,7 @@ def step_index(stores: list[KVStore], num_tokens: list[int], device: torch.devic
         read_slots=read_slots,
         query_index=query_index,
         output_index=row_of_token * width + offset,
-        mask=sees.unsqueeze(1),
+        mask=mask.unsqueeze(1),
         rows=rows,
         width=width,
         span=span,

@@ -12,7 +12,7 @@ import pytest
 
 from engine.config import ENGINES
 from metrics.runs import list_run_dirs
-from workloads.bench import drafters, lanes, load, overhead, single, suffix
+from workloads.bench import drafters, forward_cost, lanes, load, overhead, single, suffix
 from workloads.bench.common import read_csv
 from workloads.bench.run import main
 
@@ -219,6 +219,14 @@ def test_forward_cost_appends_labelled_rounds_and_renders_their_medians(tmp_path
     assert {r["metric"] for r in rows if r["rows"] == "32"} >= {"step_ms", "matmul_share", "read_share"}
     table = (out / "forward-cost" / "forward-cost.md").read_text()
     assert "| tiny | 32 | 1 | operators_per_layer |" in table and "–" not in table.split("| tiny | 1 | 1 |")[1][:40]
+
+
+def test_forward_cost_profiles_the_step_by_class_of_operator(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "forward-cost", "--forward-cost-measures", "profile")
+    rows = {r["metric"]: float(r["value"]) for r in read_csv(out / "forward-cost" / "forward-cost.csv")}
+    assert set(rows) == {f"profile_{c.value}_ms" for c in forward_cost.Cost} | {"profile_wall_ms"}
+    for cost in ("linear", "lm_head", "attention", "kv", "other_ops"):  # each class found in a real forward
+        assert rows[f"profile_{cost}_ms"] > 0, cost
 
 
 @pytest.mark.parametrize(

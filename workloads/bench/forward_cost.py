@@ -12,7 +12,11 @@ It measures, for the record in docs/results.md (``--forward-cost-measures``):
 * ``step`` – **the verifier step** of ``--preset``'s pair at C = 1 and C = 32 (one
   new token per row) beside this machine's float32 matmul rate and memory read
   rate, measured in the same call (``workloads.bench.hardware``), with the share
-  of each the step reaches.
+  of each the step reaches;
+* ``profile`` – **where the C = 32 step's time goes**: ``torch.profiler`` (CPU,
+  with shapes) over ``PROFILED`` forwards of that step, each aten operator's own
+  time per forward put in one ``Cost`` class (``cost_of``), and the rest of the
+  wall time – Python, transformers' module calls, dispatch – as ``host``.
 
 Rows are appended to ``--forward-cost-csv`` (``<out>/forward-cost/forward-cost.csv``
 by default) with ``--forward-cost-label`` (before or after a change) and
@@ -53,6 +57,22 @@ DIRECTORY = "forward-cost"
 class Measure(Enum):
     HOST = "host"  # operators per layer and forward time on the tiny pair: the host's overhead
     STEP = "step"  # the --preset verifier's step against the machine's matmul and read rates
+    PROFILE = "profile"  # the --preset verifier's C = 32 step, per class of operator (torch.profiler)
+
+
+class Cost(Enum):
+    """Where a forward's time goes, as the profile rows name it (``profile_<value>_ms``)."""
+
+    LINEAR = "linear"  # the layers' projections (oneDNN or BLAS)
+    LM_HEAD = "lm_head"  # the output layer over the vocabulary
+    ATTENTION = "attention"  # the scaled-dot-product kernel
+    KV = "kv"  # writes into the block pool and the gather of the rows' keys and values
+    OTHER_OPS = "other_ops"  # norms, rotary, SiLU, residual adds, the step index, casts
+    HOST = "host"  # wall time outside any aten operator: Python, module calls, dispatch
+
+
+PROFILED = 5  # forwards under the profiler; its figures are per forward
+LINEAR_OPS = ("mkldnn::_linear_pointwise", "aten::addmm", "aten::mm", "aten::bmm")
 
 
 @dataclass(frozen=True)
@@ -63,7 +83,7 @@ class ForwardCostOptions:
     round: int = field(default=0, metadata=flag("--forward-cost-round", int, "this call's round (rounds interleave)"))
     measures: tuple[Measure, ...] = field(
         default=Listed((Measure.HOST, Measure.STEP)),
-        metadata=flag("--forward-cost-measures", comma_list(Measure, "measures"), "comma list of host, step"),
+        metadata=flag("--forward-cost-measures", comma_list(Measure, "measures"), "comma list of host, step, profile"),
     )
     csv: Path | None = field(
         default=None,
@@ -172,6 +192,40 @@ def step_rows(label: str, round_: int, pair: ModelPair, quick: bool = False) -> 
     return out
 
 
+def cost_of(name: str, shapes: list, vocab: int, slots: int) -> Cost:
+    """The ``Cost`` class of one aten operator, from its name and input shapes (``slots``: the KV pool's)."""
+    if name in LINEAR_OPS:
+        return Cost.LM_HEAD if any(vocab in shape for shape in shapes[1:] if shape) else Cost.LINEAR
+    if "scaled_dot_product" in name or "flash_attention" in name:
+        return Cost.ATTENTION
+    if name in ("aten::index_select", "aten::index_copy_") and shapes and shapes[0][:1] == [slots]:
+        return Cost.KV
+    return Cost.OTHER_OPS
+
+
+def profile_rows(label: str, round_: int, pair: ModelPair, rows: int = 32) -> list[dict]:
+    """Milliseconds per forward of ``pair``'s verifier step at ``rows`` rows, by ``Cost`` class (see above)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    verifier = pair.verifier
+    stores, ids, keep = _prepared(verifier, rows, 1)
+    _forward(verifier, stores, ids, 1, keep)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        start = time.perf_counter()
+        for _ in range(PROFILED):
+            _forward(verifier, stores, ids, 1, keep)
+        wall = (time.perf_counter() - start) * 1000 / PROFILED
+    spent = dict.fromkeys(Cost, 0.0)
+    slots = verifier.pool.keys.shape[1]
+    for event in prof.key_averages(group_by_input_shape=True):
+        cost = cost_of(event.key, event.input_shapes, verifier.vocab_size, slots)
+        spent[cost] += event.self_cpu_time_total / 1000 / PROFILED
+    spent[Cost.HOST] = wall - sum(spent.values())
+    common = {"label": label, "round": round_, "preset": pair.source.get("preset") or "custom", "rows": rows}
+    out = [{**common, "tokens": 1, "metric": f"profile_{c.value}_ms", "value": round(ms, 2)} for c, ms in spent.items()]
+    return out + [{**common, "tokens": 1, "metric": "profile_wall_ms", "value": round(wall, 2)}]
+
+
 def append_csv(path: Path, rows: list[dict]) -> None:
     new = not path.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -214,6 +268,8 @@ def run(ctx: BenchContext) -> PartResult:
         rows += tiny_rows(o.label, o.round, QUICK_REPEATS if quick else REPEATS, tiny)
     if Measure.STEP in o.measures:
         rows += step_rows(o.label, o.round, ctx.pair, quick)
+    if Measure.PROFILE in o.measures:
+        rows += profile_rows(o.label, o.round, ctx.pair)
     append_csv(path, rows)
     table = path.with_suffix(".md")
     table.write_text(render(path) + "\n")
