@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from engine.config import SamplingParams
 from engine.request import Request, RequestStatus, TokenEvent
 from engine.serve.errors import APIError
-from engine.serve.text import Detokenizer, StopStrings
+from engine.serve.text import Detokenizer, StopStrings, read_tokens
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -86,13 +86,11 @@ class Generation:
         try:
             while True:
                 event = await self._events.get()
-                text = self._detokenizer.add(event.token_ids)
-                self.completion_tokens += len(event.token_ids)
                 self._meter.on_event(event)
                 if event.finished:
                     self._check_ended_well()
-                    text += self._detokenizer.flush()
-                text, stopped = self._stops.feed(text, final=event.finished)
+                text, stopped, tokens = read_tokens(self._detokenizer, self._stops, event.token_ids, event.finished)
+                self.completion_tokens += tokens
                 if stopped:
                     self.engine.cancel(self.request, "a stop string ended the output")
                     self.finish_reason = "stop"

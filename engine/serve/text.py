@@ -16,7 +16,8 @@ stop string itself is not sent, as in OpenAI's API) and holds back the last
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 REPLACEMENT = "\ufffd"
 
@@ -64,3 +65,31 @@ class StopStrings:
         keep = 0 if final else min(self._hold, len(buffer))
         self._pending = buffer[len(buffer) - keep :]
         return buffer[: len(buffer) - keep], False
+
+
+def read_tokens(detokenizer: Detokenizer, stops: StopStrings, token_ids: Sequence[int], finished: bool) -> TextRead:
+    """One event's tokens as text safe to send, read one token at a time (mutates both readers).
+
+    A stop string ends the read at the token whose text completed it, so the tokens counted behind a
+    stopped text never depend on how many tokens one speculative step emitted together (the draft length,
+    hence timing): a streamed and a plain response report the same usage.
+    """
+    out = []
+    last = len(token_ids) - 1
+    for i, token_id in enumerate(token_ids):
+        final = finished and i == last
+        text = detokenizer.add((token_id,)) + (detokenizer.flush() if final else "")
+        text, stopped = stops.feed(text, final=final)
+        out.append(text)
+        if stopped:
+            return TextRead("".join(out), True, i + 1)
+    if not token_ids and finished:
+        text, stopped = stops.feed(detokenizer.flush(), final=True)
+        return TextRead(text, stopped, 0)
+    return TextRead("".join(out), False, len(token_ids))
+
+
+class TextRead(NamedTuple):
+    text: str
+    stopped: bool  # a stop string ended the output: nothing after it is sent
+    tokens: int  # tokens read: all of the event's, or up to the one that completed the stop string

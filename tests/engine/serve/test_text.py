@@ -5,7 +5,7 @@ import random
 import pytest
 
 from engine.models.tiny import tiny_tokenizer
-from engine.serve.text import REPLACEMENT, Detokenizer, StopStrings
+from engine.serve.text import REPLACEMENT, Detokenizer, StopStrings, read_tokens
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +85,31 @@ def test_without_stop_strings_nothing_is_held_back():
     stops = StopStrings(())
     assert stops.feed("abc") == ("abc", False)
     assert stops.feed("") == ("", False)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 8, 100])
+def test_a_stop_string_ends_the_count_at_its_token_however_tokens_are_grouped(tokenizer, block):
+    # "Hello, world. Bye" in byte-level ids; the stop ". " completes at the 14th token whatever the grouping
+    ids = _ids(tokenizer, b"Hello, world. Bye")
+    detokenizer, stops = Detokenizer(_decode(tokenizer)), StopStrings((". ",))
+    texts, tokens = [], 0
+    for start in range(0, len(ids), block):
+        chunk = ids[start : start + block]
+        read = read_tokens(detokenizer, stops, chunk, finished=start + block >= len(ids))
+        texts.append(read.text)
+        tokens += read.tokens
+        if read.stopped:
+            break
+    assert read.stopped and "".join(texts) == "Hello, world" and tokens == 14
+
+
+@pytest.mark.parametrize("block", [1, 3, 100])
+def test_without_a_stop_every_token_is_counted_and_the_text_is_whole(tokenizer, block):
+    ids = _ids(tokenizer, "caf\u00e9 \u2603 done".encode())
+    detokenizer, stops = Detokenizer(_decode(tokenizer)), StopStrings(("never",))
+    texts, tokens = [], 0
+    for start in range(0, len(ids), block):
+        read = read_tokens(detokenizer, stops, ids[start : start + block], finished=start + block >= len(ids))
+        texts.append(read.text)
+        tokens += read.tokens
+    assert not read.stopped and "".join(texts) == "caf\u00e9 \u2603 done" and tokens == len(ids)
