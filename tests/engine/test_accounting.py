@@ -10,6 +10,7 @@ from engine.request import Request, RequestStatus
 from engine.schedulers import base
 from engine.schedulers.handoff import VerifyQueue
 from engine.schedulers.registry import make_engine
+from tests.support.budget import record_budget_use
 from tests.support.pdv_modes import count_modes
 from tests.support.serve import wait_until
 
@@ -65,16 +66,7 @@ def test_kv_budget_makes_requests_wait_instead_of_failing(tiny_pair):
     # each request reserves 3 + 40 + 1 = 44 tokens; a budget of 100 admits two at a time
     eng = make_engine("pd", tiny_pair, EngineConfig(max_cache_tokens=100))
     requests = [Request(f"b{i}", [5, 6, 7], SamplingParams(max_new_tokens=40, stop_token_ids=())) for i in range(6)]
-    # the budget's use peaks right after a reservation: read it there, not by polling (which can miss it)
-    held: list[int] = []
-    reserve = eng.budget.try_reserve
-
-    def reserving(tokens: int) -> bool:
-        granted = reserve(tokens)
-        held.append(eng.budget.used)
-        return granted
-
-    eng.budget.try_reserve = reserving
+    held = record_budget_use(eng)  # the budget's use after each reservation, where it peaks
     try:
         eng.generate(requests, timeout=60)
     finally:

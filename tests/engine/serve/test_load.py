@@ -8,6 +8,7 @@ from engine.config import EngineConfig, SamplingParams
 from engine.faults import Fault, FaultInjector
 from engine.request import Request, RequestStatus
 from engine.schedulers.registry import make_engine
+from tests.support.budget import record_budget_use
 from tests.support.serve import served, uvicorn_thread, wait_until
 
 PROMPT = [5, 9, 13, 2]
@@ -19,16 +20,7 @@ def test_requests_beyond_the_kv_budget_wait_and_all_finish_within_it(tiny_pair):
     budget = 3 * NEED  # room for three requests at once
     eng = make_engine("pd", tiny_pair, EngineConfig(max_cache_tokens=budget, max_batch_size=16))
     params = SamplingParams(temperature=0.0, max_new_tokens=MAX_NEW, stop_token_ids=())
-    # the budget's use peaks right after a reservation: read it there, not by polling (which can miss it)
-    held: list[int] = []
-    reserve = eng.budget.try_reserve
-
-    def reserving(tokens: int) -> bool:
-        granted = reserve(tokens)
-        held.append(eng.budget.used)
-        return granted
-
-    eng.budget.try_reserve = reserving
+    held = record_budget_use(eng)  # the budget's use after each reservation, where it peaks
     # all queued before the lanes start, so that the first admission finds three to take (submitted while the
     # lanes run, a busy machine could finish each request before the next one arrives)
     requests = [eng.submit(Request(f"r{i}", PROMPT, params)) for i in range(12)]
