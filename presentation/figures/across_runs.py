@@ -89,14 +89,27 @@ def metric_vs_load(summary: pd.DataFrame, metrics: Mapping[str, str], x: str, ti
 
 
 def cover_values(fig: go.Figure, at_least: float = 0.0) -> None:
-    """Set the y range from 0 to a tenth above every trace's largest value (and ``at_least``), so that no
-    line or marker runs past the top tick: two metrics on one axis (draft length and tokens per step) are
-    both in range whichever Plotly would have autoscaled to. Mutates ``fig``'s y axis."""
+    """Put ticks at a round step from 0 up to the first tick at or above every trace's largest value (and
+    ``at_least``), and end the y range a little above that tick: no line or marker runs past the top tick,
+    whichever ticks Plotly would have picked for two metrics on one axis (draft length and tokens per step).
+    Mutates ``fig``'s y axis."""
     top = max(
         [at_least, *(float(v) for trace in fig.data for v in (trace.y if trace.y is not None else ()))],
         key=lambda v: v if math.isfinite(v) else -math.inf,
     )
-    fig.update_yaxes(range=[0, (top if math.isfinite(top) and top > 0 else 1.0) * 1.1])
+    top = top if math.isfinite(top) and top > 0 else 1.0
+    step = round_step(top / TICKS)
+    last = math.ceil(top / step - 1e-9) * step  # the top tick: the first multiple of the step at or above top
+    fig.update_yaxes(tickmode="linear", tick0=0, dtick=step, range=[0, last + step / 4])
+
+
+TICKS = 5  # about this many steps from 0 to the top tick
+
+
+def round_step(rough: float) -> float:
+    """The smallest of 1, 2, 2.5 and 5 times a power of ten that is at least ``rough`` (> 0)."""
+    power = 10 ** math.floor(math.log10(rough))
+    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= rough * (1 - 1e-9))
 
 
 def load_axis(fig: go.Figure, loads: Sequence[float]) -> bool:

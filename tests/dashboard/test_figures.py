@@ -437,3 +437,19 @@ def test_draft_length_and_tokens_per_step_share_a_y_range_that_covers_both():
     s.loc[s["engine"] == "pd", "engine"] = "ar"
     speedup = figures.speedup_vs_load(s.assign(x_ar_tok_s=[0.3, 0.5, 0.4] * 3), "concurrency")
     assert speedup.layout.yaxis.range[1] >= 1.0  # AR's line at 1.0 stays in view
+
+
+@pytest.mark.parametrize("highest", [0.81, 1.0, 2.6, 2.51, 7.3, 14.0])
+def test_the_top_tick_of_a_load_chart_is_at_or_above_every_line(highest):
+    # ticks Plotly picks itself stop at 2.5 on a 0-2.86 axis: a tokens/step line at 2.6 would run past the top tick
+    s = summary().assign(mean_draft_len=[0.4, 0.8, 0.6] * 3, mean_acceptance_length=[1.0, highest / 2, highest] * 3)
+    fig = figures.metric_vs_load(
+        s, {"mean_draft_len": "mean L", "mean_acceptance_length": "tokens/step"}, "concurrency", "L", "tokens"
+    )
+    axis = fig.layout.yaxis
+    assert axis.tickmode == "linear" and axis.tick0 == 0 and axis.dtick > 0
+    low, high = axis.range
+    ticks = [k * axis.dtick for k in range(int(high / axis.dtick) + 1)]
+    drawn = max(0.8, 1.0, highest)
+    assert low == 0 and ticks[-1] >= drawn - 1e-9, (ticks, drawn)
+    assert 3 <= len(ticks) <= 7  # a readable number of ticks, not one per hundredth
