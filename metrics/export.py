@@ -196,8 +196,8 @@ def _merge_round(entry: dict[str, Any], record: RunRecord) -> None:
     """Add ``record``'s round to its run's run.json entry (mutates ``entry``).
 
     The entry's ``rounds`` lists every round's own meta and noise; at the top,
-    figures that add up over rounds are summed (status counts, per-position
-    acceptance counts, duration), and the first stop reason or engine error
+    figures that add up over rounds are summed (status counts, PDV's step
+    modes, per-position acceptance counts, duration), and the first stop reason or engine error
     stays: a run that stopped early in any round is marked so.
     """
     noise = None if record.noise is None else asdict(record.noise)
@@ -208,7 +208,7 @@ def _merge_round(entry: dict[str, Any], record: RunRecord) -> None:
             continue
         if name == "duration_s" and isinstance(before, float | int):
             entry[name] = before + value
-        elif name == "status_counts" and isinstance(before, dict):
+        elif name in ("status_counts", "step_modes") and isinstance(before, dict) and value is not None:
             entry[name] = {k: before.get(k, 0) + v for k, v in value.items()}
         elif name == "position_acceptance" and isinstance(before, list):
             entry[name] = _sum_positions(before, value)

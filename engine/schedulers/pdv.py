@@ -33,14 +33,16 @@ on three lanes; a ready pool and a verify queue between them.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from engine.config import EngineName
 from engine.schedulers.base import Engine
 from engine.schedulers.handoff import Handoff, VerifyQueue
 from engine.schedulers.lanes import LaneSpec
 from engine.schedulers.pipeline import Draft, Verify
-from engine.schedulers.plan import GroupRules, ModeCosts, mode_costs
+from engine.schedulers.plan import GroupRules, ModeCosts, StepMode, mode_costs
 from engine.schedulers.prefill import Prefill
+from engine.schedulers.stats import EngineStats, StepModes
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,12 @@ class PDVEngine(Engine):
             LaneSpec("decode", (self.drafting,), self.ready.queued, self.ready.queued),
             LaneSpec("verify", (verify,), self.verify_queue.depth, self.verify_queue.sequences),
         )
+
+    def stats(self) -> EngineStats:
+        """The engine's snapshot with the groups its step choice ran atomically and pipelined so far."""
+        picked = self.drafting.picked  # fixed keys, only the decode lane writes: reading it needs no lock
+        modes = StepModes(picked[StepMode.ATOMIC], picked[StepMode.PIPELINED])
+        return replace(super().stats(), step_modes=modes)
 
     def _mode_costs(self, rows: int) -> ModeCosts | None:
         """The step costs at ``rows`` running sequences, from the profile (None without one: no cost choice)."""

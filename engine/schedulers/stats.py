@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from engine.suffix_tree import TreeSize
 
@@ -60,6 +60,17 @@ class Counters:
         self.outcomes = self.outcomes.plus(status)
 
 
+class StepModes(NamedTuple):
+    """The groups PDV's step choice ran each way, cumulative (``engine.schedulers.plan.StepMode``)."""
+
+    atomic: int  # drafted, verified and accepted on the decode lane, as PD does
+    pipelined: int  # drafted on the decode lane, verified on the verify lane
+
+    def since(self, earlier: StepModes) -> StepModes:
+        """The groups run after the snapshot ``earlier`` was taken (e.g. a run's measured part, past its warm-up)."""
+        return StepModes(self.atomic - earlier.atomic, self.pipelined - earlier.pipelined)
+
+
 @dataclass(frozen=True)
 class LaneStats:
     name: LaneName
@@ -82,6 +93,7 @@ class EngineStats:
     kv_cache_usage: float | None = None  # 0..1; only a server's /metrics reports it
     drafts: int | None = None  # steps that drafted, cumulative; only a server's /metrics counts them
     suffix_tree: TreeSize | None = None  # what the suffix drafters' global tree holds; None without one
+    step_modes: StepModes | None = None  # PDV's groups by step mode, cumulative; None for the other engines
 
     @property
     def tokens_emitted(self) -> int:

@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from engine.config import SamplingParams
 from engine.devices import allocator_memory, fresh_memory, pci_bus_id
 from engine.request import Request, RequestStatus, TokenEvent
+from engine.schedulers.stats import StepModes
 from metrics.device import open_probe
 from metrics.device_types import DeviceProbe
 from metrics.request_metrics import request_metrics
@@ -168,6 +169,7 @@ def replay(
         eng.start()
         live.set_state(RunState.WARMUP)
         _warm_up(eng, items, warmup_concurrency(settings.warmup, policy.cap), params, cancel)
+        warmed = eng.stats().step_modes  # PDV's groups so far are the warm-up's, not the run's
         t0 = time.perf_counter()
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         deadline = None if settings.timeout_s is None else t0 + settings.timeout_s
@@ -219,6 +221,7 @@ def replay(
     end = max((r.finish_time for r in submitted if r.finish_time is not None), default=time.perf_counter())
     duration = max(0.0, end - t0)
     metrics = tuple(request_metrics(r, t0) for r in submitted)
+    final = eng.stats()
     result = RunResult(
         key=key,
         policy=policy,
@@ -233,7 +236,8 @@ def replay(
         duration_s=duration,
         planned=len(items),
         stop_reason=stop_reason,
-        suffix_tree=eng.stats().suffix_tree,  # stopped: every request retired and taught the tree
+        suffix_tree=final.suffix_tree,  # stopped: every request retired and taught the tree
+        step_modes=_measured(final.step_modes, warmed),
         engine_error=eng.fatal_error or stuck,
         endpoint=eng.describe(),
         allocator=allocator_memory(pair.device),
@@ -242,6 +246,13 @@ def replay(
     live.end(result)
     report(sum(r.done.is_set() for r in submitted))
     return result
+
+
+def _measured(modes: StepModes | None, warmed: StepModes | None) -> StepModes | None:
+    """PDV's groups of the measured run: its counts at the end less the warm-up's."""
+    if modes is None or warmed is None:
+        return modes
+    return modes.since(warmed)
 
 
 class AccountingError(RuntimeError):

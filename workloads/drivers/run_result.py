@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.devices import AllocatorMemory
 from engine.request import Request, RequestStatus
-from engine.schedulers.stats import Outcomes
+from engine.schedulers.stats import Outcomes, StepModes
 from engine.suffix_tree import TreeSize
 from metrics.device_types import ProbeInfo
 from metrics.host_noise import HostNoise
@@ -57,6 +57,7 @@ class RunResult:
     engine_error: str | None  # a lane crash reported by the engine
     endpoint: dict[str, Any] | None = None  # an endpoint run: the server and how its tokens were counted
     suffix_tree: TreeSize | None = None  # what the engine's global suffix tree held at the end (suffix drafters)
+    step_modes: StepModes | None = None  # PDV: groups its step choice ran each way in the measured run (no warm-up)
     round: int = 1  # a comparison's round (1-based): the sweep sets it, with the machine's noise during it
     noise: HostNoise | None = None
     # PyTorch's own memory on a CUDA device at the run's end (peaks since the run began); None on the CPU
@@ -107,6 +108,7 @@ class RunResult:
             "torch_memory_mb": self.allocator._asdict() if self.allocator is not None else NO_ALLOCATOR,
             "position_acceptance": [asdict(p) for p in self.positions],
             "suffix_tree": None if self.suffix_tree is None else self.suffix_tree._asdict(),
+            "step_modes": None if self.step_modes is None else self.step_modes._asdict(),
         }
         # a server does not say how it produced its tokens (the client counts them all as decode): no kinds
         by_id = {} if self.endpoint is not None else {r.request_id: r for r in self.requests}
