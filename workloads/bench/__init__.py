@@ -23,6 +23,9 @@ The studies, run when named, each into a directory of its own under ``--out``:
    the verifier step against the machine's rates, before and after a change.
 10. ``lane_rates`` – forwards per second of one lane with every thread against
     two lanes at once with half each.
+11. ``lane_modes`` – AR, Baseline, PD and PDV taking turns against PD and PDV
+    with lanes at once and Baseline's batch split over two lanes at once (the
+    fair reference), at one closed-loop load.
 
 ``--quick`` sizes every part down to seconds on the tiny pair (the suite's
 tests run each part so). ``run`` is the command (CSVs, figures, the printed

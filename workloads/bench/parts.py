@@ -9,8 +9,8 @@ and the part reads them with ``ctx.options(TheOptions)``.
 
 The suite (``--parts`` not given) is the six parts that answer "is it faster,
 and do the lanes help?"; the studies after them – drafters, suffix drafting,
-the cost of one forward, one lane against two at once – run when named, each into a directory of its own
-under ``--out``.
+the cost of one forward, one lane against two at once, whole engines with lanes at once against taking
+turns – run when named, each into a directory of its own under ``--out``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from workloads.bench import (
     drafters,
     forward_cost,
     hardware,
+    lane_modes,
     lane_rates,
     lanes,
     load,
@@ -54,6 +55,7 @@ PARTS: dict[str, Part] = {
         Part(suffix.NAME, suffix.run, suffix.SuffixOptions, in_suite=False),
         Part(forward_cost.NAME, forward_cost.run, forward_cost.ForwardCostOptions, in_suite=False),
         Part(lane_rates.NAME, lane_rates.run, lane_rates.LaneRatesOptions, in_suite=False),
+        Part(lane_modes.NAME, lane_modes.run, lane_modes.LaneModesOptions, in_suite=False),
     )
 }
 SUITE = tuple(name for name, part in PARTS.items() if part.in_suite)
