@@ -14,7 +14,7 @@ from engine.request import Request
 from engine.schedulers.registry import make_engine
 from tests.engine.test_lossless import PROMPTS
 from tests.engine.test_sampling_in_engines import merged_chisquare, second_token_marginal, seeded_samples
-from tests.support.greedy import hf_greedy
+from tests.support.greedy import generate_matches_verifier
 from tests.support.runners import counting
 from tests.support.sampling_power import power_at_distance, trials_for_power
 
@@ -64,14 +64,7 @@ def test_greedy_output_matches_verifier_alone_with_every_drafter(tiny_pair, engi
     config = EngineConfig(drafter=drafter, prompt_lookup_min=1, prompt_lookup_max=3, controller=fixed)
     params = SamplingParams(max_new_tokens=24, stop_token_ids=())
     requests = [Request(f"d{i}", tiny_pair.encode_prompt(p), params) for i, p in enumerate(PROMPTS + REPEATING)]
-    eng = make_engine(engine, tiny_pair, config)
-    try:
-        eng.generate(requests, timeout=120)
-    finally:
-        eng.stop()
-    for r in requests:
-        assert r.status == "ok", r.error
-        assert r.output_token_ids == hf_greedy(tiny_pair.verifier.model, r.prompt_token_ids, 24), r.request_id
+    generate_matches_verifier(tiny_pair, make_engine(engine, tiny_pair, config), requests)
     drafted, accepted = sum(r.drafted for r in requests), sum(r.accepted for r in requests)
     assert 0 < accepted < drafted  # lookups were proposed, some kept and some rejected
 

@@ -6,10 +6,10 @@ import threading
 import pytest
 import torch
 
-from engine.config import ControllerConfig, EngineConfig, LaneCompute, SamplingParams
-from engine.request import Request
+from engine.config import ControllerConfig, EngineConfig, LaneCompute
 from engine.schedulers.lanes import LaneArbiter
 from engine.schedulers.registry import make_engine
+from tests.support.short_requests import run_short_requests
 
 
 def threads_seen_by_each_lane(pair, compute: LaneCompute) -> tuple[dict[str, set[int]], int]:
@@ -33,12 +33,7 @@ def threads_seen_by_each_lane(pair, compute: LaneCompute) -> tuple[dict[str, set
         return run
 
     eng._prefill, eng._draft, eng._verify = recorded(eng._prefill), recorded(eng._draft), recorded(eng._verify)
-    requests = [Request(f"t{i}", [1, 2, 3 + i], SamplingParams(max_new_tokens=8)) for i in range(4)]
-    try:
-        eng.generate(requests, timeout=60)
-    finally:
-        eng.stop()
-    assert all(r.status == "ok" for r in requests)
+    run_short_requests(eng)
     return seen, eng.arbiter.slots
 
 

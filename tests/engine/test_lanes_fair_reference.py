@@ -9,7 +9,7 @@ from engine.config import ControllerConfig, EngineConfig, LaneCompute, SamplingP
 from engine.request import Request
 from engine.schedulers.handoff import Handoff, SplitHandoff
 from engine.schedulers.registry import make_engine
-from tests.support.greedy import hf_greedy
+from tests.support.greedy import generate_matches_verifier
 
 PROMPTS = ["hello world", "a", "the quick brown fox jumps over", "xyz" * 12, "lorem ipsum", "q", "abc def", "zz"]
 
@@ -44,13 +44,7 @@ def test_greedy_output_of_two_half_batches_matches_verifier_alone(tiny_pair, eng
         return step(seqs, *args, **kwargs)
 
     eng._step = counted
-    try:
-        eng.generate(requests, timeout=120)
-    finally:
-        eng.stop()
-    for r in requests:
-        assert r.status == "ok", r.error
-        assert r.output_token_ids == hf_greedy(tiny_pair.verifier.model, r.prompt_token_ids, r.params.max_new_tokens)
+    generate_matches_verifier(tiny_pair, eng, requests)
     assert set(steppers) == {f"{engine}-loop", f"{engine}-decode"}  # both halves stepped sequences
     assert eng.arbiter.slots == 2 and eng.budgets.threads == {"loop": 1, "decode": 1}
 

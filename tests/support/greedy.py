@@ -51,11 +51,21 @@ def greedy_run_matches_verifier(
     params = SamplingParams(max_new_tokens=max_new_tokens, **({} if stop else {"stop_token_ids": ()}))
     requests = [Request(f"g{i}", pair.encode_prompt(p), params) for i, p in enumerate(prompts)]
     eng = make_engine(engine, pair, config or EngineConfig(drafter="model"))
+    generate_matches_verifier(pair, eng, requests, stop=stop, timeout=timeout)
+    return requests
+
+
+def generate_matches_verifier(pair: ModelPair, eng, requests: list, stop: bool = False, timeout: float = 120) -> None:
+    """Generate ``requests`` on ``eng`` (an engine built by the test, perhaps wrapped), stop it, and check that each
+    ended ok with the verifier's own greedy output for its prompt and max_new_tokens.
+
+    ``stop=False`` is for requests made with ``stop_token_ids=()``. Mutates: ``eng`` is stopped, even on failure.
+    """
     try:
         eng.generate(requests, timeout=timeout)
     finally:
         eng.stop()
     for r in requests:
         assert r.status == "ok", r.error
-        assert r.output_token_ids == hf_greedy(pair.verifier.model, r.prompt_token_ids, max_new_tokens, stop=stop)
-    return requests
+        expected = hf_greedy(pair.verifier.model, r.prompt_token_ids, r.params.max_new_tokens, stop=stop)
+        assert r.output_token_ids == expected, r.request_id
