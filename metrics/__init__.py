@@ -14,6 +14,7 @@ Data flows one way::
 * ``device``          – GPU counters through NVML (``nvml_probe``), or CPU/RSS through psutil
                         (``host_probe``), never silently; ``device_types`` – what a probe reports.
 * ``schema``/``export``/``runs`` – the CSV/JSONL/JSON files and reading them back.
+* ``run_record``      – ``RunRecord``: everything written for one round of one run.
 * ``frames``          – pandas views of runs, identical whether built live or read back.
 * ``comparison``      – every run against AR at the same load ("× AR") and how summary columns read.
 * ``rounds``          – a comparison's rounds: rotating order, ratios within a round, their min–max interval;

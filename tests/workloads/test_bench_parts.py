@@ -238,6 +238,8 @@ def test_forward_cost_profiles_the_step_by_class_of_operator(tmp_path):
         (["--parts", "forward-cost", "--forward-cost-measures", "disk"], "--forward-cost-measures"),
         (["--parts", "load", "--load-engines", "pd,pdv"], "--load-engines needs ar"),
         (["--parts", "load", "--load-loads", "0"], "--load-loads"),
+        (["--parts", "lane-modes", "--lane-modes-concurrency", "0"], "--lane-modes-concurrency must be at least 1"),
+        (["--parts", "lane-modes", "--lane-modes-requests", "x"], "--lane-modes-requests"),
     ],
 )
 def test_a_bad_part_option_is_one_error_before_any_model_loads(tmp_path, capsys, flags, message):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from engine.config import EngineConfig
 from workloads.bench.common import read_csv
 from workloads.bench.lane_modes import NAME, SUMMARY, LaneModesOptions, competitors, record
@@ -60,17 +58,3 @@ def test_a_load_point_measured_again_gets_rounds_after_its_earlier_ones(tmp_path
     table = {(t["C"], t["competitor"]): t for t in read_csv(tmp_path / SUMMARY)}
     assert table[("4", "baseline")]["rounds"] == "2" and table[("16", "baseline")]["rounds"] == "1"
     assert table[("4", "baseline")]["× AR, median (min–max)"] == "1.00x (0.80-1.20)"
-
-
-@pytest.mark.parametrize(
-    ("flags", "message"),
-    [
-        (["--lane-modes-concurrency", "0"], "--lane-modes-concurrency must be at least 1"),
-        (["--lane-modes-requests", "x"], "--lane-modes-requests"),
-    ],
-)
-def test_a_bad_option_is_one_error_naming_its_flag_before_any_model_loads(tmp_path, capsys, flags, message):
-    with pytest.raises(SystemExit) as exit_:
-        main([*QUICK, "--out", str(tmp_path / "b"), "--parts", "lane-modes", *flags])
-    assert exit_.value.code == 2
-    assert message in capsys.readouterr().err and not (tmp_path / "b").exists()
