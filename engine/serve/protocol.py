@@ -127,6 +127,7 @@ class GenerationRequest(BaseModel):
     def sampling_params(self, default_max_tokens: int) -> SamplingParams:
         """The engine's parameters for this request; a value ``SamplingParams`` refuses is a 400."""
         max_tokens = next((m for m in (self.max_completion_tokens, self.max_tokens) if m is not None), None)
+        typed = "max_completion_tokens" if self.max_completion_tokens is not None else "max_tokens"
         top_k = None if self.top_k in (None, 0, -1) else self.top_k
         try:
             return SamplingParams(
@@ -138,10 +139,10 @@ class GenerationRequest(BaseModel):
                 stop_token_ids=() if self.ignore_eos else None,
             )
         except ValueError as exc:
-            message = str(exc)
-            field = message.split(" ", 1)[0]
-            param = "max_tokens" if field == "max_new_tokens" else field
-            raise APIError(400, message, param=param) from exc
+            field, _, rest = str(exc).partition(" ")
+            if field == "max_new_tokens":  # the engine's name: the client sent max_tokens or max_completion_tokens
+                field = typed
+            raise APIError(400, f"{field} {rest}", param=field) from exc
 
 
 class CompletionRequest(GenerationRequest):

@@ -20,7 +20,7 @@ BAD = [
     ("empty prompt", COMPLETIONS, b'{"prompt": ""}', 400, "empty prompt"),
     ("empty messages", CHAT, b'{"messages": []}', 400, "must not be empty"),
     ("prompt over the context", COMPLETIONS, b'{"prompt": "' + b"x" * 3000 + b'"}', 400, "exceeds the model context"),
-    ("max_tokens 0", COMPLETIONS, b'{"prompt": "x", "max_tokens": 0}', 400, "max_new_tokens must be >= 1"),
+    ("max_tokens 0", COMPLETIONS, b'{"prompt": "x", "max_tokens": 0}', 400, "max_tokens must be >= 1"),
     ("max_tokens over the context", COMPLETIONS, b'{"prompt": "x", "max_tokens": 4000}', 400, "exceeds the model"),
     ("temperature < 0", COMPLETIONS, b'{"prompt": "x", "temperature": -1}', 400, "temperature must be"),
     ("top_p 0", COMPLETIONS, b'{"prompt": "x", "top_p": 0}', 400, "top_p must be in (0, 1]"),
