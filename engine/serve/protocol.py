@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from engine.config import FLOAT32_MAX, MAX_SEED, SamplingParams
 from engine.serve.errors import APIError
@@ -146,7 +146,8 @@ class GenerationRequest(BaseModel):
 
 
 class CompletionRequest(GenerationRequest):
-    prompt: str | list[str] | list[int]  # text, one text in a list, or token ids
+    # text, one text in a list, or token ids (strict, as the schema's integers: true or 1.0 is no token id)
+    prompt: str | list[str] | list[StrictInt]
 
 
 class TextPart(BaseModel):

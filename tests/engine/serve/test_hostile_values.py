@@ -25,6 +25,9 @@ HOSTILE = [
     ("temperature past float32", COMPLETIONS, {"prompt": "one two", "temperature": 1e39}, 400, "temperature", False),
     ("lone surrogate prompt", COMPLETIONS, {"prompt": "a\ud800b"}, 400, "prompt", False),
     ("lone surrogate in a list", COMPLETIONS, {"prompt": ["\udfff"]}, 400, "prompt", False),
+    # token ids are integers, as the schema says: pydantic's lax parsing would read these as 1
+    ("token id true", COMPLETIONS, {"prompt": [True]}, 400, "prompt.str", False),
+    ("token id 1.0", COMPLETIONS, {"prompt": [5, 1.0]}, 400, "prompt.str", False),
     ("lone surrogate chat", CHAT, {"messages": [{"role": "user", "content": "\ud83d"}]}, 400, CONTENT, False),
 ]
 
