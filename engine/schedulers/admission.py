@@ -33,7 +33,7 @@ def request_problem(request: Request, pair: ModelPair, budget_capacity: int) -> 
         return f"prompt has token ids outside the vocabulary (size {vocab})"
     if n + request.params.max_new_tokens > pair.max_context:
         return (
-            f"prompt ({n} tokens) + max_new_tokens ({request.params.max_new_tokens}) exceeds "
+            f"prompt ({n} tokens) + up to {request.params.max_new_tokens} new tokens exceeds "
             f"the model context of {pair.max_context} tokens"
         )
     need = kv_reservation(request)
