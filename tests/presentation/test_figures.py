@@ -1,4 +1,4 @@
-"""The dashboard's pure helpers on hand-made frames: figure builders, token pieces, draft-length table."""
+"""The presentation room's figure builders on hand-made frames: colours, legends, axes, bins and ticks."""
 
 from __future__ import annotations
 
@@ -7,81 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from dashboard import comparison, tables
-from dashboard.token_view import legend_html, pieces_html, token_pieces
-from engine.request import Request, StepRecord
 from metrics.frames import position_frame, with_labels, with_mean_draft_length
 from presentation import figures, palette
-
-ENGINES = ("baseline", "pd", "pdv")
-
-
-def series() -> pd.DataFrame:
-    """Two windows per engine; lanes an engine lacks are NaN, as in timeseries.csv."""
-    rows = []
-    lanes = {"baseline": (None, None, None), "pd": (1, 2, None), "pdv": (1, 0, 3)}
-    for engine in ENGINES:
-        for t in (0.25, 0.5):
-            prefill, decode, verify = lanes[engine]
-            rows.append(
-                {
-                    "engine": engine,
-                    "label": f"{engine} · C=4",
-                    "t_s": t,
-                    "tokens_per_s": 100.0 * (ENGINES.index(engine) + 1) + t,
-                    "waiting": 2,
-                    "queue_prefill": prefill,
-                    "queue_decode": decode,
-                    "queue_verify": verify,
-                    "draft_len": 4,
-                    "acceptance_rate": 0.5,
-                    "gpu_util": math.nan,
-                    "gpu_mem_util": math.nan,
-                    "cpu_util": 90.0,
-                    "rss_mb": 500.0,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def requests() -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "engine": ["baseline", "baseline", "pd", "pdv", "pdv"],
-            "status": ["ok", "cancelled", "ok", "ok", "ok"],
-            "ttft_ms": [10.0, 999.0, 12.0, 9.0, math.nan],
-            "tpot_ms": [5.0, 5.0, 4.0, 3.0, 3.5],
-        }
-    )
-
-
-def summary() -> pd.DataFrame:
-    rows = []
-    for engine in ENGINES:
-        for c in (4, 1, 2):  # deliberately unsorted
-            rows.append(
-                {
-                    "run_id": f"{engine}-c{c}",
-                    "engine": engine,
-                    "label": f"{engine} · C={c}",
-                    "concurrency": c,
-                    "request_rate": math.nan,
-                    "output_tok_s": 10.0 * c,
-                    "tpot_p95_ms": 5.0 + c,
-                    "tpot_p99_ms": 6.0 + c,
-                    "acceptance_rate": 0.5 if engine != "ar" else math.nan,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def trace_colors(fig) -> dict[str, str]:
-    """Legend group (or name) -> colour of every line or bar trace."""
-    out = {}
-    for trace in fig.data:
-        color = trace.line.color if trace.type == "scatter" else trace.marker.color
-        out[trace.legendgroup or trace.name] = color
-    return out
+from tests.support.hand_frames import ENGINES, requests, series, summary, trace_colors
 
 
 def test_time_series_draw_one_trace_per_engine_in_the_engine_colour():
@@ -259,66 +187,6 @@ def test_concurrency_ticks_are_the_loads_and_the_axis_is_logarithmic_across_a_de
     assert len({t.marker.symbol for t in fig.data}) == len(ENGINES)  # engines that agree are still told apart
 
 
-def test_speed_up_chart_draws_each_engine_over_ar_at_each_load_with_ar_as_the_line_at_one():
-    s = pd.concat([summary(), summary().query("engine == 'pd'").assign(engine="ar", output_tok_s=[20.0, 5.0, 10.0])])
-    fig = figures.speedup_vs_load(comparison.with_times_ar(s), "concurrency")
-    assert [t.name for t in fig.data] == ["Baseline", "PD", "PDV"]
-    for trace in fig.data:  # every engine makes 10 tok/s x C; AR 5, 10 and 20 at C = 1, 2, 4
-        assert list(trace.x) == [1, 2, 4] and list(trace.y) == pytest.approx([2.0, 2.0, 2.0])
-    assert [shape.y0 for shape in fig.layout.shapes] == [1.0]
-    without_ar = figures.speedup_vs_load(comparison.with_times_ar(summary()), "concurrency")
-    assert not without_ar.data and "switch AR on" in without_ar.layout.annotations[0].text
-
-
-def test_times_ar_compares_runs_at_the_same_load_and_within_the_same_directory_only():
-    s = pd.DataFrame({
-        "directory": ["a", "a", "a", "b"], "engine": ["ar", "pdv", "pdv", "pdv"], "concurrency": [1, 1, 4, 1],
-        "request_rate": [math.nan] * 4, "output_tok_s": [10.0, 15.0, 40.0, 30.0], "tpot_p50_ms": [100.0, 80.0, 5, 5],
-        "tpot_p99_ms": [200.0, 300.0, 5, 5],
-    })  # fmt: skip
-    out = comparison.with_times_ar(s, within=["directory"])
-    assert list(out["x_ar_tok_s"][:2]) == [1.0, 1.5] and list(out["x_ar_tpot_p50"][:2]) == [1.0, 0.8]
-    assert out["x_ar_tpot_p99"][1] == 1.5
-    assert out["x_ar_tok_s"][2:].isna().all()  # no AR run at C=4, none in directory b
-
-
-def test_summary_table_has_human_headers_key_columns_first_and_dashes_for_what_does_not_apply():
-    s = summary().assign(num_requests=4, completed=3, failed=1, goodput_req_s=math.nan, tpot_p50_ms=4.0,
-                         ttft_p50_ms=30.0, mean_acceptance_length=1.5, mean_draft_len=3.0)  # fmt: skip
-    s.loc[s["engine"] == "pd", "engine"] = "ar"
-    s.loc[s["engine"] == "ar", ["acceptance_rate", "mean_acceptance_length", "mean_draft_len"]] = math.nan  # no draft
-    s.loc[s["engine"] == "baseline", "output_tok_s"] *= 2  # twice AR's at every load
-    key = list(comparison.summary_table(s).data.columns)
-    # what a comparison is read by, and nothing else: the table fits a laptop's width
-    assert key == ["Engine", "Load", "Output tok/s", "tok/s × AR", "TPOT p50 (ms)", "TTFT p50 (ms)", "Tokens / step",
-                   "Draft L", "Acceptance"]  # fmt: skip
-    assert list(comparison.summary_table(s).data["Load"][:3]) == ["C=4", "C=1", "C=2"]
-    assert list(comparison.summary_table(s, columns=comparison.BY_RUN).data.columns)[:2] == ["Run", "Output tok/s"]
-    styled = comparison.summary_table(s, columns=comparison.ALL)
-    headers = list(styled.data.columns)
-    assert headers[:8] == ["Run", "Engine", "Concurrency", "Requests ok", "Output tok/s", "tok/s × AR",
-                           "TPOT p50 × AR", "TPOT p99 × AR"]  # fmt: skip
-    assert "Request rate (req/s)" not in headers and "Goodput (req/s)" not in headers  # a closed loop, no SLOs
-    assert not any("_" in h for h in headers)
-    html = styled.to_html()
-    assert "None" not in html and "nan" not in html and "—" in html  # AR's acceptance does not apply
-    assert "2.00×" in html and "1.00×" in html and "3/4" in html
-
-
-def test_live_comparison_is_one_column_per_engine_with_ratios_against_ar():
-    from metrics.summary import RunSummary
-
-    def run(engine, tok_s, tpot):
-        return RunSummary("r", engine, 4, None, 8, 8, 0, 1.0, tok_s, 1.0, 10.0, 20.0, 30.0, tpot, tpot, tpot,
-                          None, None, None, None, None if engine == "ar" else 0.5, None, None)  # fmt: skip
-
-    table = comparison.comparison_table([run("ar", 20.0, 50.0), run("pdv", 30.0, 40.0), None], ["ar", "pdv", "pd"])
-    assert list(table.columns) == ["AR", "PDV", "PD"]
-    assert table.loc["tok/s × AR"].tolist() == ["1.00×", "1.50×", "—"]
-    assert table.loc["TPOT p50 × AR"].tolist() == ["1.00×", "0.80×", "—"]
-    assert table.loc["Acceptance"].tolist() == ["—", "0.50", "—"]
-
-
 def test_cdf_lines_one_per_label():
     cdf = pd.DataFrame(
         {"label": ["a", "a", "b"], "engine": ["pd", "pd", "pdv"], "value": [1.0, 2.0, 3.0], "fraction": [0.5, 1, 1]}
@@ -364,52 +232,12 @@ def test_empty_frames_give_an_empty_chart_that_says_so():
         assert fig.layout.annotations, fig.layout.title.text  # "waiting for data" / "no finished runs yet"
 
 
-def test_step_bars_show_drafted_and_accepted_per_step():
-    request = Request("r", [1, 2, 3])
-    request.steps.extend([StepRecord(4, 4), StepRecord(4, 1), StepRecord(2, 0)])
-    steps = tables.steps_frame(request)
-    fig = figures.step_bars(steps, "pdv")
-    assert [t.name for t in fig.data] == ["drafted", "accepted"]
-    assert list(fig.data[0].y) == [4, 4, 2] and list(fig.data[1].y) == [4, 1, 0]
-    assert list(fig.data[0].x) == [1, 2, 3]
-    assert fig.data[0].marker.color != fig.data[1].marker.color  # the two legend swatches differ
-
-
 def test_mean_draft_length_is_drafted_tokens_per_verify_step_of_each_run():
     s = pd.DataFrame({"run_id": ["a", "b"], "engine": ["pdv", "ar"]})
     r = pd.DataFrame({"run_id": ["a", "a", "b"], "drafted_tokens": [8, 4, 0], "verify_steps": [2, 2, 0]})
     out = with_mean_draft_length(s, r)
     assert out.loc[0, "mean_draft_len"] == pytest.approx(3.0)
     assert math.isnan(out.loc[1, "mean_draft_len"])  # AR: no verify steps, so no draft length (not 0)
-
-
-def test_token_pieces_join_to_the_full_text_and_hold_back_split_characters():
-    text = "a é😀<b>"
-    data = text.encode()
-
-    def decode(ids: list[int]) -> str:
-        return bytes(ids).decode("utf-8", errors="replace")
-
-    kinds = [("accepted", "correction", "bonus")[i % 3] for i in range(len(data))]
-    pieces = token_pieces(decode, list(data), kinds)
-    assert "".join(p.text for p in pieces) == text
-    assert sum(p.tokens for p in pieces) == len(data)
-    emoji = next(p for p in pieces if p.text == "😀")
-    assert emoji.tokens == 4 and emoji.kind == kinds[data.index("😀".encode()) + 3]
-    html = pieces_html(pieces)
-    assert "&lt;" in html and "&gt;" in html and "<b>" not in html
-    assert all(label in legend_html() for label in palette.KIND_LABELS.values())
-
-
-def test_token_pieces_refuse_mismatched_kinds():
-    with pytest.raises(ValueError):
-        token_pieces(lambda ids: "", [1, 2], ["first"])
-
-
-def test_tile_text_marks_unmeasured_values():
-    assert tables.fmt(None) == "—" and tables.fmt(math.nan) == "—"
-    assert tables.fmt(1234.4, " ms") == "1,234 ms"
-    assert tables.fmt(0.456, digits=2) == "0.46"
 
 
 def test_each_engines_speed_up_is_its_tokens_per_second_over_ars_in_the_same_view():
