@@ -15,6 +15,7 @@ Data flows one way::
                         (``host_probe``), never silently; ``device_types`` – what a probe reports.
 * ``schema``/``export``/``runs`` – the CSV/JSONL/JSON files and reading them back.
 * ``run_record``      – ``RunRecord``: everything written for one round of one run.
+* ``recorded_steps``  – a request's verify steps as outputs.jsonl keeps them, and reading them back.
 * ``frames``          – pandas views of runs, identical whether built live or read back.
 * ``comparison``      – every run against AR at the same load ("× AR") and how summary columns read.
 * ``rounds``          – a comparison's rounds: rotating order, ratios within a round, their min–max interval;
@@ -24,7 +25,7 @@ Data flows one way::
 
 Nothing here imports torch, Streamlit or Plotly (figures are ``presentation``'s):
 the dashboard and the CSV readers can use this package without loading a model.
-It reads the engine's ``Request`` and ``EngineStats`` types (``engine.request``,
-``engine.schedulers.stats``), which load no torch. ``METRICS.md`` beside this
-file lists every definition and column.
+It reads the engine's ``Request``, ``DraftSource`` and ``EngineStats`` types
+(``engine.request``, ``engine.draft_source``, ``engine.schedulers.stats``), which
+load no torch. ``METRICS.md`` beside this file lists every definition and column.
 """

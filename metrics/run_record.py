@@ -10,7 +10,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from engine.request import StepRecord
 from metrics.host_noise import HostNoise
+from metrics.recorded_steps import step_entries
 from metrics.request_metrics import RequestMetrics
 from metrics.run_key import RunKey
 from metrics.schema import OUTPUT_FIELDS, REQUEST_COLUMNS, ROUND_COLUMNS, SUMMARY_COLUMNS, TIMESERIES_COLUMNS
@@ -37,6 +39,9 @@ class RequestOutput:
     # how each output token was produced (``engine.request.TokenKind`` values, one per output token), as
     # Inspect paints them; None where it is not known (a server's output, retokenized from its text)
     token_kinds: tuple[str, ...] | None = None
+    # every verify step of the request (draft length, accepted, source), as Inspect draws them; None where
+    # it is not known (a server's output: the server does not say how it drafted)
+    steps: tuple[StepRecord, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -105,4 +110,5 @@ def output_object(output: RequestOutput) -> dict[str, Any]:
     obj["prompt_token_ids"] = list(output.prompt_token_ids)
     obj["output_token_ids"] = list(output.output_token_ids)
     obj["token_kinds"] = None if output.token_kinds is None else list(output.token_kinds)
+    obj["steps"] = None if output.steps is None else step_entries(output.steps)
     return {name: obj[name] for name in OUTPUT_FIELDS}

@@ -60,7 +60,7 @@ ROUND_COLUMNS = (*SUMMARY_FIGURES[:4], "round", *SUMMARY_FIGURES[4:], *NOISE_COL
 
 OUTPUT_FIELDS = (
     "run_id", "engine", "request_id", "prompt", "prompt_token_ids", "output_token_ids", "text", "round",
-    "token_kinds",
+    "token_kinds", "steps",
 )  # fmt: skip
 
 # Columns added to a file after its first version: a file written before them is read with them empty.

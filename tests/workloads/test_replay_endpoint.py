@@ -59,6 +59,8 @@ def test_endpoint_replay_matches_the_in_process_engine_and_writes_normal_run_fil
     # a server does not say how each token was produced: no per-token kinds for it, an engine's are recorded
     kinds = outputs.set_index("engine")["token_kinds"]
     assert kinds.loc["served"].isna().all() and kinds.loc["baseline"].notna().all()
+    steps = outputs.set_index("engine")["steps"]  # nor how it drafted: no per-step record either
+    assert steps.loc["served"].isna().all() and steps.loc["baseline"].notna().all()
     served_rows = requests[requests["engine"] == "served"]
     assert (served_rows["output_tokens"] == 6).all()  # --ignore-eos: the server generated every token
     assert (served_rows["ttft_ms"] > 0).all() and served_rows["tpot_ms"].notna().all()

@@ -110,14 +110,18 @@ class RunResult:
             "suffix_tree": None if self.suffix_tree is None else self.suffix_tree._asdict(),
             "step_modes": None if self.step_modes is None else self.step_modes._asdict(),
         }
-        # a server does not say how it produced its tokens (the client counts them all as decode): no kinds
+        # a server does not say how it produced its tokens (the client counts them all as decode): no kinds, no steps
         by_id = {} if self.endpoint is not None else {r.request_id: r for r in self.requests}
-        outputs = tuple(
-            replace(o, round=self.round, token_kinds=_token_kinds(o, by_id.get(o.request_id))) for o in self.outputs
-        )
+        outputs = tuple(_recorded(o, self.round, by_id.get(o.request_id)) for o in self.outputs)
         return RunRecord(
             self.key, self.metrics, self.timeseries, self.summary, outputs, run_meta, self.round, round_meta, self.noise
         )
+
+
+def _recorded(output: RequestOutput, round_: int, request: Request | None) -> RequestOutput:
+    """``output`` of ``round_`` with what its engine recorded: each token's kind and every verify step."""
+    steps = None if request is None else tuple(request.steps)
+    return replace(output, round=round_, token_kinds=_token_kinds(output, request), steps=steps)
 
 
 def _token_kinds(output: RequestOutput, request: Request | None) -> tuple[str, ...] | None:
