@@ -4,7 +4,10 @@ outputs.jsonl keeps each request's output ids and, since runs record it, how
 each token was produced (``token_kinds``). The run's tokenizer (named by its
 run.json entry's ``models``) cuts the output into the same coloured pieces as a
 new prompt's; a file written before the record existed has no kinds, and the
-view says so instead of painting anything.
+view says so instead of painting anything. Its recorded verify steps and the
+timings of its requests.csv row (found by run, round and request) give the
+same tiles, step chart and proposals per source as a new prompt's
+(``dashboard.request_figures``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
+from dashboard.request_figures import RequestFigures
 from dashboard.token_view import TokenPiece, token_pieces
+from metrics.recorded_steps import read_steps
 
 NO_KINDS = "This run was written without a per-token record, so its tokens cannot be coloured; its text is shown plain."
 
@@ -32,6 +39,7 @@ class SavedRequest:
     prompt: str
     text: str
     pieces: tuple[TokenPiece, ...] | None  # None: the file has no per-token record
+    figures: RequestFigures  # its tiles and steps (None where the file has no per-step record)
 
 
 def recorded_kinds(value: Any) -> tuple[str, ...] | None:
@@ -41,21 +49,40 @@ def recorded_kinds(value: Any) -> tuple[str, ...] | None:
     return tuple(str(k) for k in value)
 
 
-def saved_request(row: Mapping[str, Any], decode: Decode) -> SavedRequest:
-    """The view of one outputs.jsonl row; ``decode`` is the run's tokenizer (special tokens kept)."""
+def saved_request(row: Mapping[str, Any], decode: Decode, timing: Mapping[str, Any] | None = None) -> SavedRequest:
+    """The view of one outputs.jsonl row; ``decode`` is the run's tokenizer (special tokens kept), ``timing``
+    the request's requests.csv row (``request_row``; None: the file has none). Raises ``ValueError`` for a
+    ``steps`` entry that is not a step."""
     kinds = recorded_kinds(row.get("token_kinds"))
     ids = [int(t) for t in row["output_token_ids"]]
     pieces = None if kinds is None else token_pieces(decode, ids, kinds)
     prompt = row.get("prompt")
+    timing = timing or {}
     return SavedRequest(
         run_id=str(row["run_id"]),
         engine=str(row["engine"]),
         request_id=str(row["request_id"]),
-        round=int(row["round"]) if row.get("round") is not None else 1,
+        round=_round(row.get("round")),
         prompt=prompt if isinstance(prompt, str) else "",
         text=str(row["text"]),
         pieces=pieces,
+        figures=RequestFigures.recorded(
+            len(ids), read_steps(row.get("steps")), timing.get("ttft_ms"), timing.get("tpot_ms")
+        ),
     )
+
+
+def request_row(requests: pd.DataFrame, run_id: str, round_: int, request_id: str) -> dict[str, Any] | None:
+    """The requests.csv row of one request of one round of a run (a file without rounds is round 1), or None."""
+    if requests.empty:
+        return None
+    rounds = requests["round"].fillna(1).astype(int)
+    found = requests[(requests["run_id"] == run_id) & (rounds == round_) & (requests["request_id"] == request_id)]
+    return None if found.empty else found.iloc[0].to_dict()
+
+
+def _round(value: Any) -> int:
+    return 1 if value is None or pd.isna(value) else int(value)
 
 
 def tokenizer_decode(models: Mapping[str, str]) -> Decode:

@@ -14,7 +14,7 @@ from dataclasses import fields
 
 import pandas as pd
 
-from engine.request import Request
+from engine.request import StepRecord
 from metrics.frames import RunFrames, live_frames, position_frame, timeseries_frame
 from metrics.timeseries import TimeseriesRow
 from workloads.drivers.live import RunSnapshot
@@ -96,10 +96,11 @@ def results_positions(results: Sequence[RunResult]) -> pd.DataFrame:
     return pooled
 
 
-def steps_frame(request: Request) -> pd.DataFrame:
-    """One row per verify step of ``request``: ``step`` (1-based), ``draft_len``, ``accepted``."""
+def steps_frame(steps: Sequence[StepRecord]) -> pd.DataFrame:
+    """One row per verify step (a request's ``steps``, live or read back): ``step`` (1-based), ``draft_len``,
+    ``accepted``."""
     return pd.DataFrame(
-        [(i + 1, s.draft_len, s.accepted) for i, s in enumerate(request.steps)],
+        [(i + 1, s.draft_len, s.accepted) for i, s in enumerate(steps)],
         columns=["step", "draft_len", "accepted"],
     )
 

@@ -3,28 +3,26 @@
 The output is painted by how each token was produced (accepted draft token,
 correction, bonus, first / plain decode), a bar chart shows every verify
 step's draft length and accepted count (``Request.steps``), and a table the
-proposals per source (draft model, prompt lookup, suffix drafting). In the
-saved-run mode (``widgets.inspect_saved``) a request of a run directory is
-painted from the token kinds its outputs.jsonl recorded.
+proposals per source (draft model, prompt lookup, suffix drafting): all drawn
+by ``widgets.request_card``, which the saved-run mode (``widgets.inspect_saved``)
+calls too, with the token kinds and steps a run directory's outputs.jsonl recorded.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import tables
 from dashboard.inspect_launch import InspectLaunch, InspectSpec, InspectView
+from dashboard.request_figures import RequestFigures
 from dashboard.settings import ENGINE_ORDER, preset_options
 from dashboard.token_view import legend_html, pieces_html
 from engine.config import ControllerConfig, EngineConfig, SamplingParams
-from metrics.draft_sources import source_tallies
-from metrics.request_metrics import request_metrics
-from presentation import figures
 from presentation.palette import engine_label
 from widgets import controls
 from widgets.forms import confidence_gate, drafter_select
 from widgets.inspect_saved import saved_run_section
 from widgets.manager import run_manager
+from widgets.request_card import request_card
 
 KEEP = "session"
 manager = run_manager()
@@ -81,23 +79,7 @@ def output_card() -> None:
     request = view.request
     st.html(legend_html())
     st.html(pieces_html(view.pieces))
-    m = request_metrics(request, request.arrival_time or 0.0)
-    cols = st.columns(7)
-    cols[0].metric("output tokens", m.output_tokens)
-    cols[1].metric("verify steps", m.verify_steps)
-    cols[2].metric(
-        "acceptance", tables.fmt(m.accepted_tokens / m.drafted_tokens if m.drafted_tokens else None, digits=2)
-    )
-    cols[3].metric(
-        "tokens / step", tables.fmt(1 + m.accepted_tokens / m.verify_steps if m.verify_steps else None, digits=2)
-    )
-    cols[4].metric("TTFT (ms)", tables.fmt(m.ttft_ms))
-    cols[5].metric("TPOT (ms)", tables.fmt(m.tpot_ms, digits=1))
-    st.plotly_chart(figures.step_bars(tables.steps_frame(request), view.spec.engine), key="inspect.chart.steps")
-    tallies = source_tallies(request.steps)
-    if tallies:  # where the proposals came from: the draft model, prompt lookup, suffix drafting's two sides
-        st.caption("Proposals per source")
-        st.dataframe([t.row() for t in tallies], hide_index=True)
+    request_card(RequestFigures.of_request(request), view.spec.engine, key="inspect")
 
 
 controls.status_card("inspect", current_view, "Write a prompt, pick an engine, then press **Start**.", describe_end)

@@ -1,7 +1,8 @@
 """The Inspect page's saved-run mode: pick a run directory, a run, its round and a request.
 
-The request's output is painted as a new prompt's is (``dashboard.inspect_saved``);
-a run written before outputs.jsonl recorded token kinds gets one plain message.
+The request's output is painted as a new prompt's is (``dashboard.inspect_saved``),
+with the same tiles, step chart and proposals per source (``widgets.request_card``);
+a run written before outputs.jsonl recorded token kinds or steps gets one plain message for each.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard.inspect_saved import NO_KINDS, saved_request, tokenizer_decode
+from dashboard.inspect_saved import NO_KINDS, request_row, saved_request, tokenizer_decode
 from dashboard.token_view import legend_html, pieces_html
 from metrics.export import RunFilesError
 from metrics.runs import list_run_dirs, load_run_dir
 from presentation.palette import engine_label
+from widgets.request_card import request_card
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the run's tokenizer")
@@ -54,9 +56,9 @@ def saved_run_section(root: Path) -> None:
     models = entries.get(run_id, {}).get("models") or {}
     try:
         decode = _decoder(tuple(sorted((str(k), str(v)) for k, v in models.items())))
-        saved = saved_request(row, decode)
+        saved = saved_request(row, decode, request_row(directory.frames.requests, run_id, round_, request_id))
     except ValueError as exc:
-        st.error(f"Cannot show this request's tokens: {exc}")
+        st.error(f"Cannot show this request: {exc}")
         return
     st.caption("Prompt")
     st.text(saved.prompt or "(no prompt text recorded)")
@@ -64,9 +66,10 @@ def saved_run_section(root: Path) -> None:
     if saved.pieces is None:
         st.info(NO_KINDS)
         st.text(saved.text)
-        return
-    st.html(legend_html())
-    st.html(pieces_html(saved.pieces))
+    else:
+        st.html(legend_html())
+        st.html(pieces_html(saved.pieces))
+    request_card(saved.figures, saved.engine, key="inspect.saved")
 
 
 def _run_label(run_id: str, entry: dict) -> str:

@@ -77,7 +77,7 @@ def test_live_comparison_is_one_column_per_engine_with_ratios_against_ar():
 def test_step_bars_show_drafted_and_accepted_per_step():
     request = Request("r", [1, 2, 3])
     request.steps.extend([StepRecord(4, 4), StepRecord(4, 1), StepRecord(2, 0)])
-    steps = tables.steps_frame(request)
+    steps = tables.steps_frame(request.steps)
     fig = figures.step_bars(steps, "pdv")
     assert [t.name for t in fig.data] == ["drafted", "accepted"]
     assert list(fig.data[0].y) == [4, 4, 2] and list(fig.data[1].y) == [4, 1, 0]
