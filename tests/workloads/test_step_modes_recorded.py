@@ -16,7 +16,7 @@ from workloads.drivers.replay import replay
 from workloads.drivers.run_spec import RunHooks, RunSettings, RunSpec
 from workloads.drivers.trace import DatasetSpec, load_trace
 
-# two groups of two at C = 4 pipeline (count choice, threshold 3); the tail, with fewer running, runs atomically
+# two groups of two at C = 4 pipeline (count choice, threshold 3); fewer than 3 running run atomically
 MIXED = EngineConfig(micro_batches=2, hybrid_threshold=3, step_choice=StepChoice.COUNT)
 
 
@@ -45,7 +45,9 @@ def test_a_pdv_run_counts_the_groups_of_its_measured_part_and_not_its_warm_up(ti
     assert result.step_modes == StepModes(
         every.hybrid_steps - warm.hybrid_steps, every.pipelined_blocks - warm.pipelined_blocks
     )
-    assert result.step_modes.pipelined > 0 and result.step_modes.atomic > 0
+    # groups ran in the measured part too (pipelined while 3 or more run; whether a short tail of fewer runs
+    # atomically depends on when requests end, so the atomic count is checked only through the equality above)
+    assert result.step_modes.pipelined > 0
     assert result.record().round_meta["step_modes"] == result.step_modes._asdict()
 
 
