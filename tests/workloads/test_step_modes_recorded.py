@@ -63,5 +63,5 @@ def test_run_json_holds_pdvs_step_modes_per_round_and_their_sum_and_none_for_oth
     assert runs["baseline"]["step_modes"] is None
     assert all(entry["step_modes"] is None for entry in runs["baseline"]["rounds"])
     rounds = [entry["step_modes"] for entry in runs["pdv"]["rounds"]]
-    assert len(rounds) == 2 and all(r["pipelined"] > 0 for r in rounds)
+    assert len(rounds) == 2 and sum(r["pipelined"] for r in rounds) > 0  # not vacuous: groups were counted
     assert runs["pdv"]["step_modes"] == {k: rounds[0][k] + rounds[1][k] for k in ("atomic", "pipelined")}
