@@ -41,5 +41,16 @@ class DraftSource:
     def __str__(self) -> str:
         return str(self.kind) if self.kind is SourceKind.MODEL else f"{self.kind}{self.match}"
 
+    @classmethod
+    def parse(cls, text: str) -> DraftSource:
+        """The source whose ``str`` is ``text`` (as run files keep it); raises ``ValueError`` for any other text."""
+        for kind in SourceKind:
+            if text == kind.value:
+                return cls(kind)
+            match = text.removeprefix(kind.value)
+            if match != text and match.isdigit():
+                return cls(kind, int(match))
+        raise ValueError(f"{text!r} is not a draft source")
+
 
 MODEL = DraftSource(SourceKind.MODEL)

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from engine.draft_source import DraftSource, SourceKind
+from engine.draft_source import DraftSource
 from engine.request import StepRecord
 
 StepEntry = list[int | str | None]  # [draft_len, accepted, source or None], as JSON holds it
@@ -21,17 +21,6 @@ StepEntry = list[int | str | None]  # [draft_len, accepted, source or None], as 
 def step_entries(steps: Iterable[StepRecord]) -> list[StepEntry]:
     """The outputs.jsonl ``steps`` value of a request's steps."""
     return [[s.draft_len, s.accepted, None if s.source is None else str(s.source)] for s in steps]
-
-
-def parse_source(text: str) -> DraftSource:
-    """The ``DraftSource`` whose value is ``text``; raises ``ValueError`` for a value no source has."""
-    for kind in SourceKind:
-        if text == kind.value:
-            return DraftSource(kind)
-        match = text.removeprefix(kind.value)
-        if match != text and match.isdigit():
-            return DraftSource(kind, int(match))
-    raise ValueError(f"{text!r} is not a draft source")
 
 
 def read_steps(value: Any) -> tuple[StepRecord, ...] | None:
@@ -46,5 +35,5 @@ def read_steps(value: Any) -> tuple[StepRecord, ...] | None:
         drafted, accepted, source = entry
         if not isinstance(drafted, int) or not isinstance(accepted, int) or not 0 <= accepted <= drafted:
             raise ValueError(f"{entry!r} does not hold 0 <= accepted <= draft length")
-        steps.append(StepRecord(drafted, accepted, None if source is None else parse_source(str(source))))
+        steps.append(StepRecord(drafted, accepted, None if source is None else DraftSource.parse(str(source))))
     return tuple(steps)

@@ -11,7 +11,7 @@ import pytest
 from engine.draft_source import MAX_MATCH_GROUP, MODEL, DraftSource, SourceKind
 from engine.request import StepRecord
 from metrics.frames import live_frames
-from metrics.recorded_steps import parse_source, read_steps, step_entries
+from metrics.recorded_steps import read_steps, step_entries
 from metrics.run_record import RequestOutput
 from metrics.runs import load_run_dir
 from tests.metrics.test_export import ar_record, write_one
@@ -26,13 +26,13 @@ STEPS = (
 
 def test_every_draft_source_is_read_back_from_its_value():
     sources = [MODEL] + [DraftSource(k, m) for k in SourceKind if k is not SourceKind.MODEL for m in (1, 6)]
-    assert [parse_source(str(s)) for s in sources] == sources
+    assert [DraftSource.parse(str(s)) for s in sources] == sources
 
 
 @pytest.mark.parametrize("text", ["", "suffix", "lookup0", "lookup7", "model2", "draft"])
 def test_a_value_no_source_has_is_refused(text):
     with pytest.raises(ValueError):
-        parse_source(text)
+        DraftSource.parse(text)
 
 
 @pytest.mark.parametrize("entry", [[3, 4, None], [2, 1], "2,1,model", [2.5, 1, None], [2, 1, "nope"]])
