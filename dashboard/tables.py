@@ -118,3 +118,16 @@ def fmt(value: float | None, unit: str = "", digits: int = 0) -> str:
     if value is None or pd.isna(value):
         return "—"
     return f"{value:,.{digits}f}{unit}"
+
+
+def suffix_tree_text(run: RunSnapshot) -> str | None:
+    """What the run's global suffix tree holds, for its panel; ``None`` for an engine without one.
+
+    An ended run says what the tree held at its end (every request taught it); a run in
+    progress, the latest sample's tokens.
+    """
+    if run.result is not None and run.result.suffix_tree is not None:
+        tree = run.result.suffix_tree
+        return f"Suffix tree: {tree.tokens:,} tokens in {tree.sequences:,} outputs ({tree.nodes:,} nodes)"
+    tokens = next((r.suffix_tree_tokens for r in reversed(run.timeseries) if r.suffix_tree_tokens is not None), None)
+    return None if tokens is None else f"Suffix tree: {tokens:,} tokens so far"

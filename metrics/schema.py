@@ -39,7 +39,7 @@ REQUEST_COLUMNS = (
 TIMESERIES_COLUMNS = (
     "run_id", "engine", "concurrency", "t_s", "tokens_per_s", "running", "queue_prefill", "queue_decode",
     "queue_verify", "draft_len", "acceptance_rate", "gpu_util", "gpu_mem_util", "cpu_util", "rss_mb",
-    "waiting", "kv_cache_usage", "mean_acceptance_length", "round",
+    "waiting", "kv_cache_usage", "mean_acceptance_length", "round", "suffix_tree_tokens",
 )  # fmt: skip
 
 SUMMARY_FIGURES = (
@@ -66,7 +66,7 @@ OUTPUT_FIELDS = (
 # Columns added to a file after its first version: a file written before them is read with them empty.
 ADDED_COLUMNS = {
     "requests": ("round",),
-    "timeseries": ("waiting", "kv_cache_usage", "mean_acceptance_length", "round"),
+    "timeseries": ("waiting", "kv_cache_usage", "mean_acceptance_length", "round", "suffix_tree_tokens"),
     "summary": (*RATIO_COLUMNS, "rounds"),
 }
 TIMESERIES_ADDED = ADDED_COLUMNS["timeseries"]

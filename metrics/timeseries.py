@@ -18,6 +18,9 @@ the previous snapshot (``t_s`` is the window's end, seconds since the run's star
   sources that count drafts (an endpoint's ``/metrics``); otherwise ``None``.
 * **kv_cache_usage** – KV cache in use, 0..1, from sources that report it (an
   endpoint's ``vllm:kv_cache_usage_perc``); otherwise ``None``.
+* **suffix_tree_tokens** – tokens the engine's global suffix tree holds at the
+  window's end (a level, bounded by ``suffix_tree_tokens`` in the engine's
+  config); ``None`` for an engine that drafts without one.
 * **busy_<lane>** – share of the window the lane's thread spent working (delta
   of ``busy_s`` / window length), ``None`` for a missing lane.
 * device counters – see ``metrics.device``.
@@ -71,6 +74,7 @@ class TimeseriesRow:
     rss_mb: float
     kv_cache_usage: float | None = None
     mean_acceptance_length: float | None = None
+    suffix_tree_tokens: int | None = None
 
 
 def _server_fields(prev: EngineStats, cur: EngineStats) -> tuple[float | None, float | None]:
@@ -124,6 +128,7 @@ def make_row(prev: EngineStats, cur: EngineStats, device: DeviceSample, t0: floa
         rss_mb=device.rss_mb,
         kv_cache_usage=kv_cache_usage,
         mean_acceptance_length=mean_acceptance_length,
+        suffix_tree_tokens=None if cur.suffix_tree is None else cur.suffix_tree.tokens,
     )
 
 

@@ -87,6 +87,10 @@ def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: RatioInterval | No
     b, c = st.columns(2)
     b.metric("acceptance", tables.fmt(s.acceptance_rate if s else None, digits=2), help="accepted / drafted")
     c.metric("TPOT p50 (ms)", tables.fmt(s.tpot_p50_ms if s else None, digits=1), help="time per output token")
+    tree = tables.suffix_tree_text(run)
+    if tree is not None:
+        st.caption(tree, help="What the engine's global suffix tree holds: the outputs of requests it completed, "
+                   "up to the engine's suffix_tree_tokens bound, the oldest evicted first.")
     st.plotly_chart(figures.queue_depths(ts, run.engine), key=f"live.chart.queue.{run.engine}")
 
 

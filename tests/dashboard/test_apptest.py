@@ -158,6 +158,7 @@ def test_live_run_on_tiny_fills_every_chart_and_appears_on_the_runs_page(runs_di
     tiles = [m for m in at.metric if m.label == "tok/s"]
     tok_s = [float(m.value.replace(",", "")) for m in tiles]
     assert len(tok_s) == 4 and all(v > 0 for v in tok_s)
+    assert not [c.value for c in at.caption if c.value.startswith("Suffix tree")]  # the draft model keeps no tree
 
     # every engine against AR over the rounds, on its tile, in the summary table and in summary.csv
     (info,) = list_run_dirs(runs_dir)
@@ -563,6 +564,7 @@ def test_runs_page_marks_runs_cut_short_and_a_directory_of_mixed_setups(runs_dir
 
 def test_open_loop_and_an_adaptive_controller_reach_the_engine_as_chosen(runs_dir):
     at = open_app()
+    at.selectbox(key="live.drafter").set_value("suffix")
     at.selectbox(key="live.controller").set_value("goodput").run()
     at.slider(key="live.bounds").set_value((2, 6))
     at.slider(key="live.draft_len").set_value(3)
@@ -585,6 +587,13 @@ def test_open_loop_and_an_adaptive_controller_reach_the_engine_as_chosen(runs_di
     assert (controller["kind"], controller["min_len"], controller["max_len"], controller["draft_len"]) == (
         "goodput", 2, 6, 3,
     )  # fmt: skip
+    assert run.runs[0]["engine_config"]["drafter"] == "suffix"
+    # the suffix drafter's global tree: its panel says what the tree held at the end, as run.json records it
+    tree = run.runs[0]["suffix_tree"]
+    assert tree["sequences"] >= 3  # every request taught it (and the warm-up's, if any)
+    lines = [c.value for c in at.caption if c.value.startswith("Suffix tree: ")]
+    held = f"{tree['tokens']:,} tokens in {tree['sequences']:,} outputs ({tree['nodes']:,} nodes)"
+    assert lines == [f"Suffix tree: {held}"]
 
 
 def test_an_unreadable_run_directory_shows_one_error_and_breaks_nothing(runs_dir, capsys):

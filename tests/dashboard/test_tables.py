@@ -112,3 +112,28 @@ def test_tile_text_marks_unmeasured_values():
     assert tables.fmt(None) == "—" and tables.fmt(math.nan) == "—"
     assert tables.fmt(1234.4, " ms") == "1,234 ms"
     assert tables.fmt(0.456, digits=2) == "0.46"
+
+
+def test_a_panels_suffix_tree_line_gives_the_end_size_of_an_ended_run_and_the_latest_tokens_of_a_running_one():
+    from dataclasses import replace
+
+    from engine.suffix_tree import TreeSize
+    from metrics.timeseries import TimeseriesRow
+    from workloads.drivers.arrivals import ClosedLoop
+    from workloads.drivers.live import RunSnapshot
+    from workloads.drivers.run_state import RunState
+
+    def row(tokens):
+        values = {f: None for f in TimeseriesRow.__dataclass_fields__}
+        return TimeseriesRow(**values | {"t_s": 1.0, "window_s": 0.25, "tokens_per_s": 0.0, "rss_mb": 1.0,
+                                         "suffix_tree_tokens": tokens})  # fmt: skip
+
+    running = replace(RunSnapshot.empty("pdv", ClosedLoop(2), RunState.RUNNING, 4), timeseries=(row(800), row(1234)))
+    assert tables.suffix_tree_text(running) == "Suffix tree: 1,234 tokens so far"
+    assert tables.suffix_tree_text(replace(running, timeseries=(row(None),))) is None  # drafts without a tree
+
+    class Ended:  # the one field the line reads of a RunResult
+        suffix_tree = TreeSize(tokens=24514, sequences=312, nodes=29855)
+
+    ended = replace(running, result=Ended())
+    assert tables.suffix_tree_text(ended) == "Suffix tree: 24,514 tokens in 312 outputs (29,855 nodes)"

@@ -81,6 +81,17 @@ def test_lanes_an_engine_lacks_are_empty_not_zero():
     assert row.acceptance_rate is None  # nothing drafted in the window
 
 
+def test_a_row_carries_what_the_suffix_tree_holds_at_the_windows_end_and_nothing_without_one():
+    from dataclasses import replace
+
+    from engine.suffix_tree import TreeSize
+
+    prev = Stats(0.0, lanes(("loop",)))
+    cur = replace(Stats(0.5, lanes(("loop",))), suffix_tree=TreeSize(tokens=640, sequences=9, nodes=801))
+    assert make_row(prev, cur, DEVICE, t0=0.0).suffix_tree_tokens == 640
+    assert make_row(prev, Stats(0.5, lanes(("loop",))), DEVICE, t0=0.0).suffix_tree_tokens is None
+
+
 def test_empty_window_gives_no_row():
     s = Stats(1.0, lanes(PDV_LANES))
     assert make_row(s, s, DEVICE, t0=0.0) is None

@@ -129,6 +129,18 @@ def test_server_metrics_parse_vllm_series_and_leave_missing_ones_empty():
     m = parse_server_metrics(text)
     assert (m.running, m.kv_cache_usage, m.drafts) == (3, 0.25, 4)
     assert m.waiting is None and m.draft_tokens is None and m.draft_len is None
+    assert m.suffix_tree is None  # no pdverify:suffix_tree_size series
+
+
+def test_the_suffix_trees_three_sizes_are_read_by_unit_never_summed_and_only_when_all_are_there():
+    tree = "".join(
+        f'pdverify:suffix_tree_size{{unit="{unit}"}} {value}\n'
+        for unit, value in (("tokens", 1200.0), ("sequences", 30.0), ("nodes", 1500.0))
+    )
+    m = parse_server_metrics("# TYPE pdverify:suffix_tree_size gauge\n" + tree)
+    assert m.suffix_tree == (1200, 30, 1500) and m.suffix_tree.tokens == 1200
+    part = "\n".join(line for line in tree.splitlines() if "nodes" not in line) + "\n"
+    assert parse_server_metrics("# TYPE pdverify:suffix_tree_size gauge\n" + part).suffix_tree is None
 
 
 def sweep_inputs(pair, spec: EndpointSpec):
@@ -149,6 +161,9 @@ def test_scraping_a_speculative_server_fills_acceptance_and_kv_usage_per_window(
         (result,) = run_sweep(pair, trace, plan, None)
     assert all(r.status == RequestStatus.OK for r in result.requests)
     assert any(row.kv_cache_usage is not None for row in result.timeseries)
+    # the server drafts from its global suffix tree (the default drafter): its size reaches the endpoint's rows
+    held = [row.suffix_tree_tokens for row in result.timeseries if row.suffix_tree_tokens is not None]
+    assert held and held[-1] > 0
     # the window arithmetic, on two scrapes: 6 of 8 drafted tokens accepted over 2 drafts
     device = DeviceSample(None, None, None, None, None, None, 1.0)
     before = EngineStats("vllm", 1.0, 0, 1, (), None, Counters(0, 10, 5), 0, kv_cache_usage=0.1, drafts=3)

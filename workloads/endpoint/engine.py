@@ -109,6 +109,7 @@ class EndpointEngine:
             unfinished=sum(not r.done.is_set() for r in self._sent),
             kv_cache_usage=scraped.kv_cache_usage,
             drafts=scraped.drafts,
+            suffix_tree=scraped.suffix_tree,
         )
 
     def _scrape(self) -> ServerMetrics:
