@@ -276,6 +276,17 @@ class EngineConfig:
             "--verify-promote-margin", int, "pdv: verify outranks decode when its backlog exceeds decode's by this"
         ),
     )
+    # pd, pdv taking turns: a request waiting for its prefill is a row missing from every decode step meanwhile;
+    # one prefill turn after each turn of another lane is the colocated loop's order (a chunk per decode step)
+    prefill_after_turns: int | None = field(
+        default=1,
+        metadata=flag(
+            "--prefill-after-turns",
+            int,
+            "pd, pdv: a waiting prefill lane runs after at most this many turns of other lanes (0 = off: after "
+            "0.5 s at the latest)",
+        ),
+    )
     micro_batches: int = field(
         default=2,  # two groups: one drafts while the other verifies
         metadata=flag("--micro-batches", int, "pdv: groups of running requests pipelined between draft and verify"),
@@ -320,6 +331,8 @@ class EngineConfig:
         if self.colocated_lanes == 2 and self.lane_compute is not LaneCompute.AT_ONCE:
             # two halves taking turns would only step the batch in two forwards instead of one
             raise ValueError("colocated_lanes = 2 splits the batch for lanes at once: it needs lane_compute at-once")
+        if self.prefill_after_turns is not None and self.prefill_after_turns < 1:
+            raise ValueError(f"prefill_after_turns must be >= 1 (or None for off), got {self.prefill_after_turns}")
         if self.verify_promote_margin < 0:
             raise ValueError(f"verify_promote_margin must be >= 0, got {self.verify_promote_margin}")
         for name in ("intra_op_threads", "concurrent_lanes"):

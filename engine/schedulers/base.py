@@ -43,7 +43,7 @@ from engine.sampling import SamplingRows, make_generator
 from engine.schedulers.admission import kv_reservation, normalised, request_problem
 from engine.schedulers.driven import Driven
 from engine.schedulers.lanes import Lane, LaneArbiter, LaneSpec
-from engine.schedulers.plan import lane_budgets
+from engine.schedulers.plan import ArbiterRules, lane_budgets
 from engine.schedulers.row_failures import RowFailures
 from engine.schedulers.shutdown import track
 from engine.schedulers.stats import Counters, EngineStats, LaneStats, p95_ms
@@ -92,7 +92,8 @@ class Engine(RowFailures, Driven, ABC):
         cores = self.config.intra_op_threads or torch.get_num_threads()
         self.budgets = lane_budgets(names, cores, pair.device.type == "cuda", self.config.lane_compute)
         slots = self.budgets.slots if self.config.concurrent_lanes is None else self.config.concurrent_lanes
-        self.arbiter = LaneArbiter(slots, self.config.verify_promote_margin, self._backlog)
+        rules = ArbiterRules(self.config.verify_promote_margin, self.config.prefill_after_turns)
+        self.arbiter = LaneArbiter(slots, rules, self._backlog)
         self.streams = {name: LaneStream(pair.device, lane=name) for name in names}
         self.lanes: dict[str, Lane] = {}  # made at start
 

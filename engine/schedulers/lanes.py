@@ -8,7 +8,7 @@ it reports as its queue and backlog.
 
 When lanes compete for the device, the ``LaneArbiter`` grants turns by
 ``engine.schedulers.plan.choose_lane`` (decode > verify > prefill, with
-promotion and starvation rules). ``slots`` is how many lanes may hold a turn
+promotion, starvation and prefill-interleaving rules). ``slots`` is how many lanes may hold a turn
 at once: every lane on a GPU (their streams overlap); on a CPU one (lanes
 take turns with every core) or, with ``LaneCompute.AT_ONCE``, as many as the
 cores, each lane's thread then running with its own share of the cores
@@ -35,9 +35,9 @@ import torch
 
 from engine.devices import LaneStream
 from engine.profiling.lane_threads import use_intra_op_threads
-from engine.schedulers.plan import PRIORITY, STARVATION_S, choose_lane
+from engine.schedulers.plan import PRIORITY, STARVATION_S, ArbiterRules, choose_lane
 
-__all__ = ["PRIORITY", "STARVATION_S", "Lane", "LaneArbiter", "LaneSpec", "Work", "choose_lane"]
+__all__ = ["PRIORITY", "STARVATION_S", "ArbiterRules", "Lane", "LaneArbiter", "LaneSpec", "Work", "choose_lane"]
 
 
 class Work(Protocol):
@@ -58,26 +58,30 @@ class LaneSpec(NamedTuple):
 class LaneArbiter:
     """Grants device turns to lanes by ``choose_lane``; at most ``slots`` at once."""
 
-    def __init__(self, slots: int, promote_margin: int, backlog: Callable[[], dict[str, int]]) -> None:
+    def __init__(self, slots: int, rules: ArbiterRules, backlog: Callable[[], dict[str, int]]) -> None:
         if slots < 1:
             raise ValueError("slots must be >= 1")
         self.slots = slots
-        self.promote_margin = promote_margin
+        self.rules = rules
         self._backlog = backlog
         self._cond = threading.Condition()
         self._waiting: dict[str, float] = {}  # lane -> perf_counter when it started waiting
+        self._passed: dict[str, int] = {}  # waiting lane -> turns granted to other lanes since then
         self._active = 0
 
     @contextmanager
     def turn(self, lane: str) -> Iterator[None]:
         with self._cond:
             self._waiting[lane] = time.perf_counter()
+            self._passed[lane] = 0
             while not (
                 self._active < self.slots
-                and choose_lane(self._waiting, self._backlog(), self.promote_margin, time.perf_counter()) == lane
+                and choose_lane(self._waiting, self._backlog(), self.rules, time.perf_counter(), self._passed) == lane
             ):
                 self._cond.wait(timeout=0.05)
-            del self._waiting[lane]
+            del self._waiting[lane], self._passed[lane]
+            for other in self._passed:
+                self._passed[other] += 1
             self._active += 1
             self._cond.notify_all()
         try:

@@ -4,7 +4,8 @@ Threads only carry plans out; every choice an engine makes about what runs
 next is here, testable without a thread or a model:
 
 * ``choose_lane`` – which waiting lane gets the device next (decode > verify >
-  prefill, verify promoted when its backlog runs ahead, a starved lane first);
+  prefill, verify promoted when its backlog runs ahead, a starved lane first,
+  a prefill passed over for ``ArbiterRules.prefill_after`` turns next);
 * ``plan_group`` – PDV's next group: how many ready sequences, and whether
   they run as one atomic step (draft + verify on the decode lane) or as a
   pipelined block (drafted here, verified on the verify lane while the next
@@ -29,23 +30,41 @@ PRIORITY = ("decode", "verify", "prefill")
 STARVATION_S = 0.5  # about two decode steps of the default pair on a 2-core CPU
 
 
+class ArbiterRules(NamedTuple):
+    promote_margin: int  # verify outranks decode when its backlog exceeds decode's by more than this
+    # a waiting prefill lane runs once this many turns went to other lanes since it began waiting (None: only
+    # the time-based starvation rule). Taking turns on one device, a request waiting for its prefill is a row
+    # missing from every decode step meanwhile, and a row costs a decode step little; 1 interleaves one prefill
+    # turn per other turn, as the colocated loop runs one prefill chunk per decode step
+    prefill_after: int | None = None
+
+
 def choose_lane(
-    waiting: dict[str, float], backlog: dict[str, int], promote_margin: int, now: float = 0.0
+    waiting: dict[str, float],
+    backlog: dict[str, int],
+    rules: ArbiterRules,
+    now: float = 0.0,
+    passed: dict[str, int] | None = None,
 ) -> str | None:
     """Which waiting lane runs next.
 
     ``waiting`` maps each waiting lane to when it started waiting;
     ``backlog`` is the work queued per lane (sequences ready to draft for
-    decode, sequences in queued verify blocks, requests waiting for prefill).
-    A lane that has waited longer than ``STARVATION_S`` runs next whatever its
-    priority: a decode lane always has work, and strict priority would
-    otherwise starve prefill.
+    decode, sequences in queued verify blocks, requests waiting for prefill);
+    ``passed`` the turns other lanes were granted since each waiting lane
+    began waiting. A lane that has waited longer than ``STARVATION_S`` runs
+    next whatever its priority: a decode lane always has work, and strict
+    priority would otherwise starve prefill. Short of that, a prefill lane
+    passed over ``rules.prefill_after`` times runs next.
     """
     starved = [lane for lane, since in waiting.items() if now - since > STARVATION_S]
     if starved:
         return min(starved, key=lambda lane: waiting[lane])
+    after = rules.prefill_after
+    if after is not None and "prefill" in waiting and (passed or {}).get("prefill", 0) >= after:
+        return "prefill"
     order = list(PRIORITY)
-    if backlog.get("verify", 0) > backlog.get("decode", 0) + promote_margin:
+    if backlog.get("verify", 0) > backlog.get("decode", 0) + rules.promote_margin:
         order = ["verify", "decode", "prefill"]
     for lane in order:
         if lane in waiting:

@@ -5,7 +5,7 @@ import threading
 import torch
 
 from engine.devices import LaneStream, keep_for_current_stream
-from engine.schedulers.lanes import STARVATION_S, LaneArbiter, choose_lane
+from engine.schedulers.lanes import STARVATION_S, ArbiterRules, LaneArbiter, choose_lane
 from tests.support.fake_cuda import fake_cuda  # noqa: F401 - a fixture
 from tests.support.serve import wait_until
 
@@ -16,27 +16,40 @@ def just_now(*lanes: str) -> dict[str, float]:
 
 def test_decode_outranks_verify_outranks_prefill():
     backlog = {"decode": 3, "verify": 2, "prefill": 5}
-    assert choose_lane(just_now("decode", "verify", "prefill"), backlog, 2) == "decode"
-    assert choose_lane(just_now("verify", "prefill"), backlog, 2) == "verify"
-    assert choose_lane(just_now("prefill"), backlog, 2) == "prefill"
-    assert choose_lane({}, backlog, 2) is None
+    assert choose_lane(just_now("decode", "verify", "prefill"), backlog, ArbiterRules(2)) == "decode"
+    assert choose_lane(just_now("verify", "prefill"), backlog, ArbiterRules(2)) == "verify"
+    assert choose_lane(just_now("prefill"), backlog, ArbiterRules(2)) == "prefill"
+    assert choose_lane({}, backlog, ArbiterRules(2)) is None
 
 
 def test_verify_is_promoted_only_when_its_backlog_exceeds_decode_by_more_than_the_margin():
     waiting = just_now("decode", "verify")
-    assert choose_lane(waiting, {"decode": 1, "verify": 3}, 2) == "decode"  # 3 > 1 + 2 is false
-    assert choose_lane(waiting, {"decode": 1, "verify": 4}, 2) == "verify"
-    assert choose_lane(waiting, {"decode": 0, "verify": 1}, 0) == "verify"
+    assert choose_lane(waiting, {"decode": 1, "verify": 3}, ArbiterRules(2)) == "decode"  # 3 > 1 + 2 is false
+    assert choose_lane(waiting, {"decode": 1, "verify": 4}, ArbiterRules(2)) == "verify"
+    assert choose_lane(waiting, {"decode": 0, "verify": 1}, ArbiterRules(0)) == "verify"
 
 
 def test_a_lane_waiting_too_long_runs_next_whatever_its_priority():
     waiting = {"decode": 10.0, "prefill": 10.0 - STARVATION_S - 0.1}
-    assert choose_lane(waiting, {"decode": 4}, 2, now=10.0) == "prefill"
-    assert choose_lane(waiting, {"decode": 4}, 2, now=10.0 - 0.2) == "decode"  # not starved yet
+    assert choose_lane(waiting, {"decode": 4}, ArbiterRules(2), now=10.0) == "prefill"
+    assert choose_lane(waiting, {"decode": 4}, ArbiterRules(2), now=10.0 - 0.2) == "decode"  # not starved yet
 
 
-def test_arbiter_grants_the_single_slot_by_priority():
-    arbiter = LaneArbiter(slots=1, promote_margin=2, backlog=lambda: {"decode": 1, "verify": 0, "prefill": 1})
+def test_a_prefill_passed_over_for_the_rules_turns_runs_next_and_waits_by_priority_before_that():
+    waiting = just_now("decode", "verify", "prefill")
+    backlog = {"decode": 3, "verify": 0, "prefill": 1}
+    rules = ArbiterRules(2, prefill_after=2)
+    assert choose_lane(waiting, backlog, rules, passed={"decode": 0, "verify": 0, "prefill": 1}) == "decode"
+    assert choose_lane(waiting, backlog, rules, passed={"decode": 0, "verify": 0, "prefill": 2}) == "prefill"
+    assert choose_lane(waiting, backlog, rules) == "decode"  # nothing passed over yet
+    off = ArbiterRules(2, prefill_after=None)  # only the time-based starvation rule
+    assert choose_lane(waiting, backlog, off, passed={"prefill": 50}) == "decode"
+    assert choose_lane(just_now("decode", "verify"), backlog, rules, passed={"verify": 9}) == "decode"
+
+
+def grant_order(rules: ArbiterRules) -> list[str]:
+    """The order one slot goes to prefill, verify and decode lanes that all wait while another prefill holds it."""
+    arbiter = LaneArbiter(slots=1, rules=rules, backlog=lambda: {"decode": 1, "verify": 0, "prefill": 1})
     order: list[str] = []
     release = threading.Event()
 
@@ -59,7 +72,17 @@ def test_arbiter_grants_the_single_slot_by_priority():
     release.set()
     for t in [first, *threads]:
         t.join(30)
-    assert order == ["prefill-first", "decode", "verify", "prefill"]
+    return order
+
+
+def test_arbiter_grants_the_single_slot_by_priority():
+    assert grant_order(ArbiterRules(2)) == ["prefill-first", "decode", "verify", "prefill"]
+
+
+def test_arbiter_counts_the_turns_a_waiting_prefill_is_passed_over():
+    # decode's turn passes prefill over once: with prefill_after=1 it goes before verify
+    assert grant_order(ArbiterRules(2, prefill_after=1)) == ["prefill-first", "decode", "prefill", "verify"]
+    assert grant_order(ArbiterRules(2, prefill_after=2)) == ["prefill-first", "decode", "verify", "prefill"]
 
 
 def test_handoff_orders_consumer_stream_after_producer_event(fake_cuda):  # noqa: F811

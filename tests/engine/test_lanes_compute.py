@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from engine.config import ControllerConfig, EngineConfig, LaneCompute
-from engine.schedulers.lanes import LaneArbiter
+from engine.schedulers.lanes import ArbiterRules, LaneArbiter
 from engine.schedulers.registry import make_engine
 from tests.support.short_requests import run_short_requests
 
@@ -48,7 +48,7 @@ def test_each_lane_computes_with_its_own_thread_budget(tiny_pair, compute, threa
 
 
 def test_the_arbiter_lets_as_many_lanes_as_slots_hold_a_turn_together():
-    arbiter = LaneArbiter(slots=2, promote_margin=2, backlog=dict)
+    arbiter = LaneArbiter(slots=2, rules=ArbiterRules(2), backlog=dict)
     inside = threading.Barrier(2, timeout=10)  # passes only when both lanes are inside their turns at once
     passed = []
 

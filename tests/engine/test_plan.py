@@ -6,6 +6,7 @@ import pytest
 from engine.config import LaneCompute, StepChoice
 from engine.profiling.cost_profile import CostProfile
 from engine.schedulers.plan import (
+    ArbiterRules,
     GroupPlan,
     GroupRules,
     GroupState,
@@ -129,9 +130,9 @@ def test_mode_costs_read_the_profile_at_the_full_batch_and_at_one_group():
 
 def test_decode_outranks_verify_outranks_prefill_when_they_wait_together():
     waiting = dict.fromkeys(("prefill", "verify", "decode"), 0.0)
-    assert choose_lane(waiting, {"decode": 4, "verify": 4, "prefill": 9}, promote_margin=2) == "decode"
-    assert choose_lane({"prefill": 0.0, "verify": 0.0}, {}, promote_margin=2) == "verify"
-    assert choose_lane({"prefill": 0.0, "loop": 0.0}, {}, promote_margin=2) == "prefill"
+    assert choose_lane(waiting, {"decode": 4, "verify": 4, "prefill": 9}, ArbiterRules(2)) == "decode"
+    assert choose_lane({"prefill": 0.0, "verify": 0.0}, {}, ArbiterRules(2)) == "verify"
+    assert choose_lane({"prefill": 0.0, "loop": 0.0}, {}, ArbiterRules(2)) == "prefill"
 
 
 # --------------------------------------------------------------- thread budgets

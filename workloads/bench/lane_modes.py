@@ -28,9 +28,12 @@ from typing import Any, NamedTuple
 from engine.config import EngineConfig, LaneCompute, SamplingParams, flag
 from workloads.bench.common import (
     BenchContext,
+    Listed,
     PartResult,
+    comma_list,
     find,
     held_out,
+    one_of,
     ratio_summary,
     read_csv,
     rotated,
@@ -48,7 +51,18 @@ DIRECTORY = "lane-modes"
 TITLE = "Lanes at once against taking turns, with the fair reference"
 SUMMARY = "summary.csv"
 # PDV (in each mode) against the better of the engines it must not lose to in that mode
-PDV_AGAINST = {"pdv": ("baseline", "pd"), "pdv at-once": ("baseline", "pd", "pd at-once")}
+PDV_AGAINST = {
+    "pdv": ("baseline", "pd"),
+    "pdv at-once": ("baseline", "pd", "pd at-once"),
+    "pdv prefill-after off": ("baseline", "pd prefill-after off"),
+}
+# the arbiter's prefill interleaving (--prefill-after-turns): each engine with it against itself without
+WITH_AGAINST_WITHOUT = {"pd": "pd prefill-after off", "pdv": "pdv prefill-after off"}
+LABELS = (
+    "ar", "baseline", "baseline halves at-once", "pd", "pd at-once", "pdv", "pdv at-once",
+    "pd prefill-after off", "pdv prefill-after off",
+)  # fmt: skip
+DEFAULT_LABELS = LABELS[:7]  # the lane modes and the fair reference; the arbiter's variants when named
 
 
 @dataclass(frozen=True)
@@ -61,11 +75,17 @@ class LaneModesOptions:
     csv: Path | None = field(
         default=None, metadata=flag("--lane-modes-csv", Path, "CSV to append to; off: <out>/lane-modes/lane-modes.csv")
     )
+    labels: tuple[str, ...] = field(
+        default=Listed(DEFAULT_LABELS),
+        metadata=flag("--lane-modes-competitors", comma_list(one_of(LABELS), "competitors"), "comma list"),
+    )
 
     def __post_init__(self) -> None:
         for name in ("concurrency", "requests", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--lane-modes-{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if "ar" not in self.labels:
+            raise ValueError("--lane-modes-competitors needs ar: every ratio is to AR's run in the same round")
 
     def quick(self) -> LaneModesOptions:
         # two requests at C = 2 with short outputs: seven engines run end to end in seconds on the tiny pair
@@ -81,9 +101,11 @@ class Competitor(NamedTuple):
     config: EngineConfig
 
 
-def competitors(base: EngineConfig) -> tuple[Competitor, ...]:
+def competitors(base: EngineConfig, labels: tuple[str, ...] = DEFAULT_LABELS) -> tuple[Competitor, ...]:
+    """The competitors named by ``labels``, in the catalogue's order."""
     at_once = replace(base, lane_compute=LaneCompute.AT_ONCE)
-    return (
+    no_interleave = replace(base, prefill_after_turns=None)
+    catalogue = (
         Competitor("ar", "ar", base),
         Competitor("baseline", "baseline", base),
         Competitor("baseline halves at-once", "baseline", replace(at_once, colocated_lanes=2)),
@@ -91,7 +113,10 @@ def competitors(base: EngineConfig) -> tuple[Competitor, ...]:
         Competitor("pd at-once", "pd", at_once),
         Competitor("pdv", "pdv", base),
         Competitor("pdv at-once", "pdv", at_once),
+        Competitor("pd prefill-after off", "pd", no_interleave),
+        Competitor("pdv prefill-after off", "pdv", no_interleave),
     )
+    return tuple(c for c in catalogue if c.label in labels)
 
 
 def measure(ctx: BenchContext, options: LaneModesOptions, trace: Trace) -> list[dict[str, Any]]:
@@ -102,7 +127,7 @@ def measure(ctx: BenchContext, options: LaneModesOptions, trace: Trace) -> list[
     rows = []
     for round_ in range(ctx.settings.rounds):
         outputs: dict[str, list[list[int]]] = {}
-        for comp in rotated(competitors(EngineConfig()), round_):
+        for comp in rotated(competitors(EngineConfig(), options.labels), round_):
             settings = RunSettings(config=comp.config, params=params)
             plan = SweepPlan((comp.engine,), (ClosedLoop(options.concurrency),), settings)
             (result,) = run_sweep(ctx.pair, trace, plan, None)
@@ -171,6 +196,7 @@ def notes(rows: list[dict[str, Any]]) -> list[str]:
         rounds = sorted({r["round"] for r in rows if r["group"] == group})
         pairs = {f"{pdv} ÷ max({', '.join(against)})": (pdv, against) for pdv, against in PDV_AGAINST.items()}
         pairs["baseline halves at-once ÷ baseline"] = ("baseline halves at-once", ("baseline",))
+        pairs |= {f"{label} ÷ {without}": (label, (without,)) for label, without in WITH_AGAINST_WITHOUT.items()}
         for name, (label, against) in pairs.items():
             per_round = []
             for r in rounds:
@@ -210,7 +236,7 @@ def run(ctx: BenchContext) -> PartResult:
 
     options = ctx.options(LaneModesOptions)
     trace = held_out(ctx, options.requests, options.max_new_tokens)
-    for comp in competitors(EngineConfig()):  # at once reads the profile's interference figures too
+    for comp in competitors(EngineConfig(), options.labels):  # at once reads the profile's interference figures too
         prepare_profiles(ctx.pair, comp.config, (comp.engine,))
     rows = measure(ctx, options, trace)
     record(options.csv or ctx.out / DIRECTORY / "lane-modes.csv", rows)

@@ -21,8 +21,9 @@ at the end.
 
 Runs are interleaved round by round in a rotating order; each drafter's
 tokens/s is divided by AR's in the same round, set and load, and the table
-gives the median ratio and its min–max over rounds, and whether every output
-equalled AR's token for token. ``--suffix-sets`` and ``--suffix-rounds`` (the
+gives the median ratio, its min–max over rounds and the interval a repeat
+run's median falls in (``metrics.rounds``' arithmetic, the one every verdict
+uses), and whether every output equalled AR's token for token. ``--suffix-sets`` and ``--suffix-rounds`` (the
 round numbers a call runs; ``none``: the warm-up set alone) split a benchmark
 into calls short enough for a shared machine; each call appends to
 ``<out>/suffix/runs.csv`` and rewrites ``summary.csv`` there (what
@@ -42,6 +43,7 @@ from pathlib import Path
 from engine.config import ControllerConfig, EngineConfig, EngineName, SamplingParams, flag
 from engine.profiling import prepare_profiles
 from engine.request import Request
+from metrics.rounds import IntervalKind, interval
 from workloads.bench.common import (
     HELD_OUT,
     BenchContext,
@@ -187,7 +189,7 @@ def measure(pair, setup: str, warmup: Path, warm_prompt: list[int], trace: Trace
 
 
 def summarise(rows: list[dict]) -> list[dict]:
-    """Per (set, load, setup): median tokens/s and ratio to AR in the same round, with min–max."""
+    """Per (set, load, setup): median tokens/s and ratio to AR in the same round, with min–max and repeat-run."""
     ar = {(r["set"], r["concurrency"], r["round"]): float(r["output_tok_s"]) for r in rows if r["setup"] == "ar"}
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -198,6 +200,7 @@ def summarise(rows: list[dict]) -> list[dict]:
         trees = [int(r["tree_tokens"]) for r in rs if r["tree_tokens"] not in (None, "")]
         nodes = [int(r["tree_nodes"]) for r in rs if r["tree_nodes"] not in (None, "")]
         accepts = [float(r["acceptance"]) for r in rs if r["acceptance"] not in (None, "")]
+        repeat = interval(ratios, IntervalKind.REPEAT_RUN)
         table.append(
             {
                 "set": name,
@@ -207,6 +210,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                 "tok/s (median)": round(statistics.median(float(r["output_tok_s"]) for r in rs), 1),
                 "x AR (median)": round(statistics.median(ratios), 3) if ratios else "",
                 "x AR (min-max)": f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "",
+                "x AR (repeat run)": f"{repeat.lo:.2f}-{repeat.hi:.2f}" if repeat and repeat.rounds > 1 else "",
                 "acceptance": round(statistics.median(accepts), 3) if accepts else "",
                 "same output as AR": all(r["identical"] in (True, "True") for r in rs),
                 "tree tokens at end": max(trees) if trees else "",
