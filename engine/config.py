@@ -276,16 +276,9 @@ class EngineConfig:
             "--verify-promote-margin", int, "pdv: verify outranks decode when its backlog exceeds decode's by this"
         ),
     )
-    # pd, pdv taking turns: a request waiting for its prefill is a row missing from every decode step meanwhile;
-    # one prefill turn after each turn of another lane is the colocated loop's order (a chunk per decode step)
+    # pd, pdv: 1 is the colocated loop's order; off, as it did not pay (docs/results.md, "prefill interleaving")
     prefill_after_turns: int | None = field(
-        default=1,
-        metadata=flag(
-            "--prefill-after-turns",
-            int,
-            "pd, pdv: a waiting prefill lane runs after at most this many turns of other lanes (0 = off: after "
-            "0.5 s at the latest)",
-        ),
+        default=None, metadata=flag("--prefill-after-turns", int, "pd, pdv: a prefill waits at most this many turns")
     )
     micro_batches: int = field(
         default=2,  # two groups: one drafts while the other verifies
@@ -299,9 +292,7 @@ class EngineConfig:
     # time on a CPU (lanes running side by side oversubscribe the cores and slow each other down)
     concurrent_lanes: int | None = field(
         default=None,
-        metadata=flag(
-            "--concurrent-lanes", int, "lanes that may run on the device at once (0 = auto: one on a CPU, all on CUDA)"
-        ),
+        metadata=flag("--concurrent-lanes", int, "lanes on the device at once (0 = auto: 1 on a CPU, all on CUDA)"),
     )
 
     def __post_init__(self) -> None:
@@ -319,8 +310,6 @@ class EngineConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.micro_batches < 1:
             raise ValueError(f"micro_batches must be >= 1, got {self.micro_batches}")
-        if self.hybrid_threshold is not None and self.hybrid_threshold < 1:
-            raise ValueError(f"hybrid_threshold must be >= 1 (or None for never), got {self.hybrid_threshold}")
         for name, kind in (("step_choice", StepChoice), ("lane_compute", LaneCompute)):
             value = getattr(self, name)
             if value not in set(kind):
@@ -331,11 +320,10 @@ class EngineConfig:
         if self.colocated_lanes == 2 and self.lane_compute is not LaneCompute.AT_ONCE:
             # two halves taking turns would only step the batch in two forwards instead of one
             raise ValueError("colocated_lanes = 2 splits the batch for lanes at once: it needs lane_compute at-once")
-        if self.prefill_after_turns is not None and self.prefill_after_turns < 1:
-            raise ValueError(f"prefill_after_turns must be >= 1 (or None for off), got {self.prefill_after_turns}")
         if self.verify_promote_margin < 0:
             raise ValueError(f"verify_promote_margin must be >= 0, got {self.verify_promote_margin}")
-        for name in ("intra_op_threads", "concurrent_lanes"):
+        nones = {"hybrid_threshold": "never", "prefill_after_turns": "off"}
+        for name, none in (nones | dict.fromkeys(("intra_op_threads", "concurrent_lanes"), "auto")).items():
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1 (or None for auto), got {value}")
+                raise ValueError(f"{name} must be >= 1 (or None for {none}), got {value}")

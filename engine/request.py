@@ -115,7 +115,7 @@ class Request:
         if not self.request_id:
             raise ValueError("request_id must be a non-empty string")
         if any(not isinstance(t, int) or t < 0 for t in self.prompt_token_ids):
-            raise ValueError(f"request {self.request_id}: prompt_token_ids must be non-negative ints")
+            raise ValueError(f"request {self.request_id}: prompt token ids must be non-negative ints")
 
     # -- derived counters (never stored twice) ---------------------------------
     @property

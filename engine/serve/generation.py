@@ -53,8 +53,8 @@ class Generation:
         self._events: asyncio.Queue[TokenEvent] = asyncio.Queue()
         try:
             self.request = Request(request_id, prompt_ids, params, on_event=self._on_event)
-        except ValueError as exc:
-            raise APIError(400, str(exc), param="prompt") from exc
+        except ValueError as exc:  # the request's own check names it by its id, which the client never saw
+            raise APIError(400, str(exc).removeprefix(f"request {request_id}: "), param="prompt") from exc
         self._meter = metrics.meter(self.request)
         self._detokenizer = Detokenizer(pair.decode)
         self._stops = StopStrings(stop)

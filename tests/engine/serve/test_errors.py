@@ -53,7 +53,7 @@ def _error(response: httpx.Response, status: int) -> dict:
         (COMPLETIONS, {"prompt": "x", "seed": -2}, "seed", "seed must be >= 0"),
         (COMPLETIONS, {"prompt": "x", "stop": [""]}, "stop", "must not be empty"),
         (COMPLETIONS, {"prompt": "x", "stream_options": {"include_usage": True}}, "stream_options", "stream is true"),
-        (COMPLETIONS, {"prompt": [1, -4]}, "prompt", "non-negative"),
+        (COMPLETIONS, {"prompt": [1, -4]}, "prompt", "prompt token ids must be non-negative"),
         (COMPLETIONS, {"prompt": "x", "max_tokens": "many"}, "max_tokens", "valid integer"),
         (COMPLETIONS, {"max_tokens": 3}, "prompt", "Field required"),
         (CHAT, {"messages": [{"role": "tool", "content": "x"}]}, "messages.0.role", "Input should be"),
@@ -64,6 +64,7 @@ def test_a_request_the_server_cannot_serve_is_a_400_naming_the_field(client, pat
     assert error["type"] == "invalid_request_error" and error["param"] == param
     assert says in error["message"]
     assert "max_new_tokens" not in error["message"]  # the engine's name, which no client sends
+    assert "cmpl-" not in error["message"]  # nor the request's internal id
 
 
 def test_malformed_json_is_a_400_in_the_same_shape(client):
