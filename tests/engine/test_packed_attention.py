@@ -29,7 +29,10 @@ def test_a_packed_forward_of_rows_with_different_pasts_equals_each_row_alone(tin
         store = runner.new_store(64)
         _forward(runner, [store], [prompt])
         alone.append(_forward(runner, [store], [new]))
-    torch.testing.assert_close(packed, torch.cat(alone), rtol=1e-5, atol=1e-5)
+    # float32 GEMMs of different shapes (11 rows packed, 1-5 alone) sum in different orders: over 20 seeds at
+    # 1, 2 and 3 intra-op threads the logits (up to 11 in size) differed by at most 7.1e-5, and 1e-5 failed a CI
+    # run; a wrong past or mask differs by whole units
+    torch.testing.assert_close(packed, torch.cat(alone), rtol=1e-4, atol=2e-4)
     assert packed.argmax(-1).tolist() == torch.cat(alone).argmax(-1).tolist()
 
 
