@@ -101,7 +101,7 @@ class Drafter:
         model_lens = [0 if f.tokens or self.model is None else n for f, n in zip(found, lens, strict=True)]
         block = draft_block(self.model, seqs, model_lens, rows, confidence)
         block.sources = [self.source(f) if n > 0 else None for f, n in zip(found, lens, strict=True)]
-        return with_point_masses(block, lookups, self.vocab_size)
+        return with_point_masses(block, lookups, 0 if rows.all_greedy else self.vocab_size)
 
 
 def context_of(seq: Sequence) -> list[int]:
@@ -120,7 +120,8 @@ def row_lookup(seq: Sequence, min_n: int, max_n: int, k: int) -> Proposal:
 def with_point_masses(block: DraftBlock, proposals: list[list[int]], vocab_size: int) -> DraftBlock:
     """``block`` with each non-empty proposal put in its row as point-mass draft distributions.
 
-    Rows with a proposal must have drafted nothing in ``block``. Mutates: ``block``.
+    Rows with a proposal must have drafted nothing in ``block``. ``vocab_size`` 0: the proposals' tokens alone,
+    no distributions (a block of greedy rows, verified by ``speculative.verify_greedy``). Mutates: ``block``.
     """
     width = max([block.tokens.shape[1], *map(len, proposals)])
     batch, device = len(block.seqs), block.tokens.device
@@ -136,8 +137,9 @@ def with_point_masses(block: DraftBlock, proposals: list[list[int]], vocab_size:
             n = len(proposal)
             ids = torch.tensor(proposal, device=device)
             block.tokens[b, :n] = ids
-            block.probs[b, :n] = 0
-            block.probs[b, torch.arange(n, device=device), ids] = 1.0
+            if vocab_size:
+                block.probs[b, :n] = 0
+                block.probs[b, torch.arange(n, device=device), ids] = 1.0
             block.lens[b] = n
     return block
 

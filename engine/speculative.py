@@ -55,3 +55,21 @@ def verify(
     # zero mass can only come from rounding (p == q everywhere means no rejection happens)
     next_probs = torch.where(mass > 0, residual / mass.clamp_min(1e-30), p_next)
     return Verdict(num_accepted, next_probs, bonus)
+
+
+def verify_greedy(
+    draft_tokens: torch.Tensor,  # [B, L] long; row b uses its first draft_lens[b] entries
+    target_tokens: torch.Tensor,  # [B, L+1] long: the verifier's argmax at each position
+    draft_lens: torch.Tensor,  # [B] long, 0..L
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rule above for a batch of greedy rows, without distributions: (num_accepted [B], next token [B]).
+
+    With one-hot p and q, u * q(d) < p(d) holds exactly when d is p's argmax, and the residual after a
+    rejection, like the bonus, is one-hot on the argmax: accept while d_i == argmax p_i, then emit argmax
+    p_{n+1}. Equal to ``verify`` followed by an argmax, at a fraction of its memory traffic.
+    """
+    width = draft_tokens.shape[1]
+    drafted = torch.arange(width, device=draft_tokens.device).unsqueeze(0) < draft_lens.unsqueeze(1)
+    accept = (draft_tokens == target_tokens[:, :width]) & drafted
+    num_accepted = accept.long().cumprod(-1).sum(-1)
+    return num_accepted, target_tokens.gather(1, num_accepted.unsqueeze(1)).squeeze(1)

@@ -19,7 +19,7 @@ from engine.request import FinishReason, StepRecord, TokenKind
 from engine.runner import ModelRunner, Stage
 from engine.sampling import SamplingRows, probabilities, sample, uniforms
 from engine.sequence import Sequence
-from engine.speculative import verify
+from engine.speculative import verify, verify_greedy
 from engine.transfers import FiniteChecks, read_back, upload
 
 
@@ -154,7 +154,8 @@ def draft_block(
     batch, width = len(seqs), max(lens, default=0)
     lens, forwards = list(lens), [0] * batch
     device = rows.temperature.device
-    vocab = draft.vocab_size if draft is not None else 0
+    # every row greedy: the argmax is the proposal and no distribution is kept (``verify_greedy`` needs none)
+    vocab = draft.vocab_size if draft is not None and not rows.all_greedy else 0
     tokens = torch.zeros(batch, width, dtype=torch.long, device=device)
     probs = torch.zeros(batch, width, vocab, device=device)
     fed = [list(seq.draft_pending) if n > 0 else [] for seq, n in zip(seqs, lens, strict=True)]
@@ -174,10 +175,13 @@ def draft_block(
         logits = draft.forward([seqs[b].draft_kv for b in active], ids, counts, keep, Stage.DRAFT)
         checks = FiniteChecks()
         checks.add(logits, f"draft forward in {Stage.DRAFT}")
-        sub = rows if len(active) == batch else rows.select(active)
-        p = probabilities(logits, sub)
-        tokens[index, k] = sample(p, sub)
-        probs[index, k] = p
+        if vocab:
+            sub = rows if len(active) == batch else rows.select(active)
+            p = probabilities(logits, sub)
+            tokens[index, k] = sample(p, sub)
+            probs[index, k] = p
+        else:
+            tokens[index, k] = logits.argmax(-1)
         for b in active:
             forwards[b] = k + 1
         # a draft forward that fails stops the block at that forward, so that the batch's retry row by row
@@ -189,7 +193,8 @@ def draft_block(
             for b, ok in zip(active, sure[0], strict=True):
                 if not ok:
                     lens[b] = k
-                    probs[b, k] = 0
+                    if vocab:
+                        probs[b, k] = 0
     for seq, ran in zip(seqs, forwards, strict=True):
         if ran:
             seq.draft_pending = []
@@ -205,7 +210,8 @@ def draft_block(
 def verify_block(verifier: ModelRunner, block: DraftBlock) -> torch.Tensor:
     """One verifier forward over [pending, d_1..d_L] of every row.
 
-    Returns the verifier distributions [B, Lmax+1, V] (zero beyond lens[b]+1).
+    Returns the verifier distributions [B, Lmax+1, V] (zero beyond lens[b]+1), or, when every row is greedy,
+    its argmax tokens [B, Lmax+1] (0 beyond lens[b]+1): all the greedy rule needs (``verify_greedy``).
     Mutates: the verifier caches (rolled back by ``accept_block``).
     """
     batch, width = block.tokens.shape
@@ -219,6 +225,10 @@ def verify_block(verifier: ModelRunner, block: DraftBlock) -> torch.Tensor:
     keep = torch.arange(flat.shape[0], device=device)
     logits = verifier.forward([seq.verifier_kv for seq in block.seqs], grid[flat], counts, keep, Stage.VERIFY)
     block.checks.add(logits, f"verifier forward in {Stage.VERIFY}")
+    if block.rows.all_greedy:
+        target_tokens = torch.zeros(batch * (width + 1), dtype=torch.long, device=device)
+        target_tokens[flat] = logits.argmax(-1)
+        return target_tokens.view(batch, width + 1)
     p = probabilities(logits, block.rows.select(row_host, row_of_token))
     target = torch.zeros(batch * (width + 1), p.shape[-1], device=device)
     target[flat] = p
@@ -234,12 +244,13 @@ def accept_block(block: DraftBlock, target: torch.Tensor, record_steps: bool = T
     """
     device = block.tokens.device
     lens = upload(block.lens, device)
-    verdict = verify(block.tokens, block.probs, target, lens, uniforms(block.rows, block.tokens.shape[1], device))
-    next_tokens = sample(verdict.next_probs, block.rows)
+    if block.rows.all_greedy:
+        num_accepted, next_tokens = verify_greedy(block.tokens, target, lens)
+    else:
+        verdict = verify(block.tokens, block.probs, target, lens, uniforms(block.rows, block.tokens.shape[1], device))
+        num_accepted, next_tokens = verdict.num_accepted, sample(verdict.next_probs, block.rows)
     # the one host wait of a step: the accept decision, the drafted tokens and the forwards' checks, in one copy
-    accepted, nexts, flat_drafts, flags = read_back(
-        verdict.num_accepted, next_tokens, block.tokens, block.checks.flags(device)
-    )
+    accepted, nexts, flat_drafts, flags = read_back(num_accepted, next_tokens, block.tokens, block.checks.flags(device))
     block.checks.raise_if_any(flags)
     width = block.tokens.shape[1]
     drafts = [flat_drafts[b * width : (b + 1) * width] for b in range(len(block.seqs))]

@@ -204,3 +204,24 @@ def test_lookup_proposals_become_point_masses_beside_model_rows():
     assert torch.equal(out.probs[0, :2], model_probs[0])  # the model's row is kept as it was
     assert torch.equal(out.probs[1], torch.eye(vocab)[[4, 5, 3]])  # q = 1 on each proposed token
     assert out.probs[2].abs().sum() == 0 and out.probs[0, 2].abs().sum() == 0
+
+
+def test_greedy_blocks_carry_the_proposals_without_distributions():
+    import torch
+
+    from engine.drafters import with_point_masses
+    from engine.stages import DraftBlock
+
+    block = DraftBlock(
+        seqs=[object()] * 2,
+        rows=None,
+        lens=[0, 0],
+        tokens=torch.zeros(2, 0, dtype=torch.long),
+        probs=torch.zeros(2, 0, 0),
+        fed=[[], []],
+        draft_len_before=[0, 0],
+        forwards=[0, 0],
+    )
+    out = with_point_masses(block, [[4, 5], []], 0)
+    assert out.lens == [2, 0] and out.tokens.tolist() == [[4, 5], [0, 0]]
+    assert out.probs.numel() == 0

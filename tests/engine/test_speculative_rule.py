@@ -1,9 +1,13 @@
 """The acceptance rule on hand-made distributions, and its statistics."""
 
+import functools
+
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from engine.speculative import verify
+from engine.speculative import verify, verify_greedy
 
 
 def one_hot(*tokens: int, vocab: int = 4) -> torch.Tensor:
@@ -81,3 +85,28 @@ def test_first_emitted_token_follows_the_verifier_distribution():
     assert chisquare(counts, expected(p)).pvalue > 1e-3
     # the same test tells the draft's distribution apart: it has the power to fail
     assert chisquare(counts, expected(q)).pvalue < 1e-6
+
+
+@st.composite
+def greedy_blocks(draw) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Drafted tokens [B, L], the verifier's argmax [B, L + 1] and draft lengths [B], over a vocabulary of 4."""
+    batch, width = draw(st.integers(1, 6)), draw(st.integers(0, 5))
+
+    def tokens(n: int) -> list[list[int]]:
+        return draw(st.lists(st.lists(st.integers(0, 3), min_size=n, max_size=n), min_size=batch, max_size=batch))
+
+    lens = draw(st.lists(st.integers(0, width), min_size=batch, max_size=batch))
+    as_long = functools.partial(torch.tensor, dtype=torch.long)
+    return as_long(tokens(width)).view(batch, width), as_long(tokens(width + 1)), as_long(lens)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(greedy_blocks(), st.floats(0, 0.999))
+def test_the_greedy_rule_without_distributions_equals_the_rule_on_one_hot_ones(block, u):
+    draft, target, lengths = block
+    width = draft.shape[1]
+    q = torch.nn.functional.one_hot(draft, 4).float() * (torch.arange(width) < lengths.unsqueeze(1)).unsqueeze(-1)
+    v = verify(draft, q, torch.nn.functional.one_hot(target, 4).float(), lengths, torch.full(draft.shape, u))
+    accepted, nexts = verify_greedy(draft, target, lengths)
+    assert accepted.tolist() == v.num_accepted.tolist()
+    assert nexts.tolist() == v.next_probs.argmax(-1).tolist()
