@@ -29,12 +29,21 @@ search is coordinate ascent over the sources (two passes). A source left at
 L = 0 is probed with L = 1 every ``PROBE_EVERY`` steps so that its acceptance
 stays known; a controller that has drafted for ``PLAIN_EVERY`` steps in a row
 runs one plain step so that the two parts of the residual stay apart.
+
+The model is then checked against what it delivered (``Realised``): for plain
+steps and for drafting steps apart, realised tokens per second over predicted,
+over each kind's recent steps. Where the model prefers drafting but its
+prediction scaled by those factors says a plain step is faster, the step is
+plain (and every ``PROBE_EVERY``-th such step drafts, to keep measuring). This
+catches what no term of the model does: choosing the best of many noisy
+acceptance estimates picks the luckiest ones, so the model is optimistic
+exactly about the drafts it chooses.
 """
 
 from __future__ import annotations
 
 from engine.config import ControllerConfig
-from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, StepObservation
+from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, RowOutcome, StepObservation
 from engine.draft_source import MODEL, DraftSource
 from engine.profiling.cost_profile import CostProfile
 
@@ -44,6 +53,8 @@ PROBE_EVERY = 16
 PLAIN_EVERY = 64  # drafting steps in a row before one plain step: at most 1/65 of steps, to keep costs known
 RESIDUAL_DECAY = 0.95  # per observed step: about the last 20 steps count
 RIDGE = 1.0  # token^2: without plain steps to tell them apart, a residual is put on the rows, not the tokens
+REALISED_DECAY = 0.95  # per step of one kind (plain or drafting): about its last 20 steps
+REALISED_MIN_STEPS = 4.0  # decayed steps of a kind before its realised rate counts
 
 
 class PositionCounts:
@@ -102,6 +113,27 @@ class Residual:
         return per_row * rows + per_token * tokens
 
 
+class Realised:
+    """What steps of one kind (plain, or drafting) emitted and took, against what the model predicted for them."""
+
+    def __init__(self) -> None:
+        self.steps = self.tokens = self.predicted_tokens = self.seconds = self.predicted_seconds = 0.0
+
+    def add(self, tokens: float, predicted_tokens: float, seconds: float, predicted_seconds: float) -> None:
+        d = REALISED_DECAY
+        self.steps = d * self.steps + 1
+        self.tokens = d * self.tokens + tokens
+        self.predicted_tokens = d * self.predicted_tokens + predicted_tokens
+        self.seconds = d * self.seconds + seconds
+        self.predicted_seconds = d * self.predicted_seconds + predicted_seconds
+
+    def factor(self) -> float:
+        """Realised tokens per second / predicted, over recent steps of this kind; 1 until there are a few."""
+        if self.steps < REALISED_MIN_STEPS or min(self.predicted_tokens, self.seconds) <= 0:
+            return 1.0
+        return (self.tokens / self.predicted_tokens) * (self.predicted_seconds / self.seconds)
+
+
 class CostController(DraftLengthController):
     def __init__(self, config: ControllerConfig, profile: CostProfile) -> None:
         super().__init__(config)
@@ -111,6 +143,8 @@ class CostController(DraftLengthController):
         self._idle: dict[DraftSource, int] = {}  # steps since the source last drafted
         self.residual = Residual()  # recent steps' time beyond the profile's forwards
         self._drafting = 0  # steps in a row given proposals
+        self.plain, self.drafted = Realised(), Realised()  # how far each kind of step fell from the model
+        self._vetoed = 0  # drafting steps in a row turned into plain ones by the realised rates
 
     def forward_s(self, batch: int, extra_tokens: float, model_rows: int, model_len: int) -> float:
         """The profile's time for one step's forwards: ``model_len`` draft positions, then one verify."""
@@ -119,7 +153,16 @@ class CostController(DraftLengthController):
     def _observe(self, obs: StepObservation) -> None:
         model_rows = sum(r.source == MODEL and r.drafted > 0 for r in obs.rows)
         predicted = self.forward_s(obs.batch_size, obs.drafted, model_rows, obs.positions if model_rows else 0)
-        self.residual.add(obs.batch_size, obs.drafted, obs.draft_s + obs.verify_s - predicted)
+        spent = obs.draft_s + obs.verify_s
+        if obs.rows or not obs.drafted:  # a drafting step without its rows cannot be predicted
+            expected = 0.0
+            for row in obs.rows or [RowOutcome(None, 0, 0)] * obs.batch_size:
+                counts = self._counts.get(row.source) if row.source is not None and row.drafted else None
+                expected += counts.expected()[min(row.drafted, len(counts.trials))] if counts else 1.0
+            cost = max(predicted + self.residual.seconds(obs.batch_size, obs.drafted), predicted / 2)
+            arm = self.drafted if obs.drafted else self.plain
+            arm.add(obs.batch_size + obs.accepted, expected, spent, cost)
+        self.residual.add(obs.batch_size, obs.drafted, spent - predicted)
         by_source: dict[DraftSource, list[tuple[int, int]]] = {}
         for row in obs.rows:
             if row.source is not None and row.drafted > 0:
@@ -149,19 +192,42 @@ class CostController(DraftLengthController):
                         rate = self.rate(options, trial, expected)
                         if rate > best:
                             best, choice = rate, trial
+            probing = False
             for source in sources:
                 idle = self._idle.get(source, 0) + 1 if choice[source] == 0 else 0
                 if idle >= PROBE_EVERY and allowed[-1] > 0:
-                    choice[source], idle = min(a for a in allowed if a > 0), 0
+                    choice[source], idle, probing = min(a for a in allowed if a > 0), 0, True
                 self._idle[source] = idle
             self._chosen.update(choice)
             self._report(choice, best)
             lens = [min(choice[o.source], o.cap) if o.source is not None else 0 for o in options]
+            if any(lens) and not probing and self._vetoes(options, choice, expected):
+                lens = [0] * len(options)
             self._drafting = self._drafting + 1 if any(lens) else 0
             if self._drafting > PLAIN_EVERY:
                 self._drafting = 0
                 return [0] * len(options)
             return lens
+
+    def _vetoes(
+        self, options: list[RowOption], choice: dict[DraftSource, int], expected: dict[DraftSource, list[float]]
+    ) -> bool:
+        """Whether recent real steps say a plain step beats ``choice`` where the model says it does not.
+
+        Each kind of step's predicted rate is scaled by what that kind realised lately: a model that is
+        optimistic about drafting (its cost, or the acceptance of the sources it just picked, the luckiest of
+        many noisy estimates) is corrected by what its drafting steps delivered. Every ``PROBE_EVERY``-th
+        vetoed step drafts anyway, so that drafting's realised rate stays known.
+        """
+        plain = self.plain.factor() * self.rate(options, dict.fromkeys(choice, 0), expected)
+        if plain < self.drafted.factor() * self.rate(options, choice, expected):
+            self._vetoed = 0
+            return False
+        self._vetoed += 1
+        if self._vetoed >= PROBE_EVERY:
+            self._vetoed = 0
+            return False
+        return True
 
     def rate(
         self, options: list[RowOption], choice: dict[DraftSource, int], expected: dict[DraftSource, list[float]]

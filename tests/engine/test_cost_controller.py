@@ -6,7 +6,7 @@ import pytest
 
 from engine.config import ControllerConfig
 from engine.controllers.base import LoadSignals, RowOption, RowOutcome, StepObservation
-from engine.controllers.cost import PLAIN_EVERY, PROBE_EVERY, CostController, Residual
+from engine.controllers.cost import PLAIN_EVERY, PROBE_EVERY, REALISED_MIN_STEPS, CostController, Realised, Residual
 from engine.draft_source import MODEL, DraftSource, SourceKind
 from engine.profiling import CostProfile, ProfileMissing, ProfileShape, prepare_profile
 from engine.profiling.measure import MEASURING
@@ -225,3 +225,35 @@ def test_a_controller_that_always_drafts_runs_a_plain_step_every_so_often():
     assert choices == ([8] * PLAIN_EVERY + [0]) * 2 + [8]
     assert ctrl.lengths(CALM, [RowOption(None, 8)]) == [0]  # a step with nothing to propose is a plain one
     assert [ctrl.lengths(CALM, [RowOption(lookup(3), 8)])[0] for _ in range(PLAIN_EVERY)] == [8] * PLAIN_EVERY
+
+
+def test_the_realised_factor_is_realised_over_predicted_tokens_per_second_once_a_few_steps_are_seen():
+    arm = Realised()
+    assert arm.factor() == 1.0
+    for _ in range(2 * int(REALISED_MIN_STEPS)):
+        arm.add(tokens=12, predicted_tokens=16, seconds=0.2, predicted_seconds=0.1)  # 3/4 the tokens, twice the time
+    assert arm.factor() == pytest.approx(0.375)
+
+
+def test_steps_are_compared_with_the_model_by_kind():
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=1.0))
+    plain_steps(ctrl, beyond_s=0.0, steps=10, batch=2)
+    assert ctrl.plain.factor() == pytest.approx(1.0) and ctrl.drafted.steps == 0
+    teach(ctrl, lookup(2), alpha=0.4, length=2)  # steps on time, accepted as the counts say: the model is right
+    assert ctrl.drafted.factor() == pytest.approx(1.0, abs=0.1) and ctrl.plain.factor() == pytest.approx(1.0)
+    teach(ctrl, lookup(2), alpha=0.4, steps=8, length=2, beyond_s=0.02)  # then they took 3x longer than predicted
+    assert ctrl.drafted.factor() < 0.7 and ctrl.plain.factor() == pytest.approx(1.0)
+
+
+def test_drafting_that_delivered_less_than_predicted_gives_way_to_plain_steps_with_a_probe_now_and_then():
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=1.0))
+    teach(ctrl, lookup(2), alpha=0.4, steps=50, length=2)
+    option = [RowOption(lookup(2), 4)]
+    assert ctrl.lengths(CALM, option)[0] > 0
+    ctrl.drafted.factor = lambda: 0.5  # drafting steps lately emitted half the tokens per second predicted
+    choices = [ctrl.lengths(CALM, option)[0] for _ in range(2 * PROBE_EVERY)]
+    vetoed = [0] * (PROBE_EVERY - 1)
+    assert choices[: PROBE_EVERY - 1] == vetoed and choices[PROBE_EVERY - 1] > 0
+    assert choices[PROBE_EVERY : 2 * PROBE_EVERY - 1] == vetoed
+    ctrl.drafted.factor = lambda: 1.0
+    assert ctrl.lengths(CALM, option)[0] > 0
