@@ -15,28 +15,46 @@ For the next step it picks one L per source present to maximise
 
     sum over rows of E_s(min(L_s, cap)) / (L_model * t_draft(model rows) + t_verify(rows, tokens per row))
 
-with the times read from the machine's ``CostProfile``, plus the step's
-overhead: what a real step took beyond the profile's forwards (sampling, the
-acceptance rule, bookkeeping), an average over recent steps. It is the same
-for every L, so it favours longer drafts, whose tokens share it. All L = 0 is a plain
-verifier step, AR's own, so speculation is chosen only where the measurements
-say it emits tokens faster than AR would; at a large batch, where a verifier
-forward over more tokens costs more, L shrinks or drops to 0. The search is
-coordinate ascent over the sources (two passes). A source left at L = 0 is
-probed with L = 1 every ``PROBE_EVERY`` steps so that its acceptance stays known.
+with the times read from the machine's ``CostProfile`` plus what real steps took
+beyond the profile's forwards (``Residual``: sampling, lookups, the acceptance
+rule, bookkeeping, and whatever the profile gets wrong on this machine today),
+fitted online as a part per row and a part per proposed token. The part per
+token matters: were it charged to every L alike, a wider verify that costs
+more than the profile says would look like a fixed cost that longer drafts
+share, and the controller would draft where a plain step is faster. All L = 0
+is a plain verifier step, AR's own, so speculation is chosen only where the
+measurements say it emits tokens faster than AR would; at a large batch, where
+a verifier forward over more tokens costs more, L shrinks or drops to 0. The
+search is coordinate ascent over the sources (two passes). A source left at
+L = 0 is probed with L = 1 every ``PROBE_EVERY`` steps so that its acceptance
+stays known; a controller that has drafted for ``PLAIN_EVERY`` steps in a row
+runs one plain step so that the two parts of the residual stay apart.
+
+The model is then checked against what it delivered (``Realised``): for plain
+steps and for drafting steps apart, realised tokens per second over predicted,
+over each kind's recent steps. Where the model prefers drafting but its
+prediction scaled by those factors says a plain step is faster, the step is
+plain (and every ``PROBE_EVERY``-th such step drafts, to keep measuring). This
+catches what no term of the model does: choosing the best of many noisy
+acceptance estimates picks the luckiest ones, so the model is optimistic
+exactly about the drafts it chooses.
 """
 
 from __future__ import annotations
 
 from engine.config import ControllerConfig
-from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, StepObservation
+from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, RowOutcome, StepObservation
 from engine.draft_source import MODEL, DraftSource
 from engine.profiling.cost_profile import CostProfile
 
 DECAY = 0.98  # per observed step of a source: about the last 50 steps count
 PRIOR_ACCEPT, PRIOR_TRIALS = 1.0, 2.0  # alpha starts at 0.5 and moves with the first few observations
 PROBE_EVERY = 16
-OVERHEAD_WEIGHT = 0.1  # EMA weight of a step's measured overhead: about the last 10 steps
+PLAIN_EVERY = 64  # drafting steps in a row before one plain step: at most 1/65 of steps, to keep costs known
+RESIDUAL_DECAY = 0.95  # per observed step: about the last 20 steps count
+RIDGE = 1.0  # token^2: without plain steps to tell them apart, a residual is put on the rows, not the tokens
+REALISED_DECAY = 0.95  # per step of one kind (plain or drafting): about its last 20 steps
+REALISED_MIN_STEPS = 4.0  # decayed steps of a kind before its realised rate counts
 
 
 class PositionCounts:
@@ -64,6 +82,58 @@ class PositionCounts:
         return out
 
 
+class Residual:
+    """Decayed least squares of a step's time beyond its forwards on (rows, proposed tokens), no intercept.
+
+    ``per_row_s`` and ``per_token_s`` may be negative (a profile measured on a busier machine); the ridge keeps
+    ``per_token_s`` at 0 until steps with different tokens per row tell the two apart.
+    """
+
+    def __init__(self) -> None:
+        self._rr = self._rt = self._tt = self._ry = self._ty = 0.0  # decayed sums of products
+
+    def add(self, rows: int, tokens: int, seconds: float) -> None:
+        d = RESIDUAL_DECAY
+        self._rr = d * self._rr + rows * rows
+        self._rt = d * self._rt + rows * tokens
+        self._tt = d * self._tt + tokens * tokens
+        self._ry = d * self._ry + rows * seconds
+        self._ty = d * self._ty + tokens * seconds
+
+    def coefficients(self) -> tuple[float, float]:
+        """(seconds per row, seconds per proposed token); (0, 0) before any step."""
+        tt = self._tt + RIDGE
+        det = self._rr * tt - self._rt * self._rt
+        if det <= 0:
+            return 0.0, 0.0
+        return (self._ry * tt - self._rt * self._ty) / det, (self._rr * self._ty - self._rt * self._ry) / det
+
+    def seconds(self, rows: int, tokens: float) -> float:
+        per_row, per_token = self.coefficients()
+        return per_row * rows + per_token * tokens
+
+
+class Realised:
+    """What steps of one kind (plain, or drafting) emitted and took, against what the model predicted for them."""
+
+    def __init__(self) -> None:
+        self.steps = self.tokens = self.predicted_tokens = self.seconds = self.predicted_seconds = 0.0
+
+    def add(self, tokens: float, predicted_tokens: float, seconds: float, predicted_seconds: float) -> None:
+        d = REALISED_DECAY
+        self.steps = d * self.steps + 1
+        self.tokens = d * self.tokens + tokens
+        self.predicted_tokens = d * self.predicted_tokens + predicted_tokens
+        self.seconds = d * self.seconds + seconds
+        self.predicted_seconds = d * self.predicted_seconds + predicted_seconds
+
+    def factor(self) -> float:
+        """Realised tokens per second / predicted, over recent steps of this kind; 1 until there are a few."""
+        if self.steps < REALISED_MIN_STEPS or min(self.predicted_tokens, self.seconds) <= 0:
+            return 1.0
+        return (self.tokens / self.predicted_tokens) * (self.predicted_seconds / self.seconds)
+
+
 class CostController(DraftLengthController):
     def __init__(self, config: ControllerConfig, profile: CostProfile) -> None:
         super().__init__(config)
@@ -71,7 +141,10 @@ class CostController(DraftLengthController):
         self._counts: dict[DraftSource, PositionCounts] = {}
         self._chosen: dict[DraftSource, int] = {}  # last choice per source: where the next search starts
         self._idle: dict[DraftSource, int] = {}  # steps since the source last drafted
-        self.overhead_s = 0.0  # recent steps' time beyond the profile's forwards
+        self.residual = Residual()  # recent steps' time beyond the profile's forwards
+        self._drafting = 0  # steps in a row given proposals
+        self.plain, self.drafted = Realised(), Realised()  # how far each kind of step fell from the model
+        self._vetoed = 0  # drafting steps in a row turned into plain ones by the realised rates
 
     def forward_s(self, batch: int, extra_tokens: float, model_rows: int, model_len: int) -> float:
         """The profile's time for one step's forwards: ``model_len`` draft positions, then one verify."""
@@ -80,8 +153,16 @@ class CostController(DraftLengthController):
     def _observe(self, obs: StepObservation) -> None:
         model_rows = sum(r.source == MODEL and r.drafted > 0 for r in obs.rows)
         predicted = self.forward_s(obs.batch_size, obs.drafted, model_rows, obs.positions if model_rows else 0)
-        spent = max(0.0, obs.draft_s + obs.verify_s - predicted)
-        self.overhead_s += OVERHEAD_WEIGHT * (spent - self.overhead_s)
+        spent = obs.draft_s + obs.verify_s
+        if obs.rows or not obs.drafted:  # a drafting step without its rows cannot be predicted
+            expected = 0.0
+            for row in obs.rows or [RowOutcome(None, 0, 0)] * obs.batch_size:
+                counts = self._counts.get(row.source) if row.source is not None and row.drafted else None
+                expected += counts.expected()[min(row.drafted, len(counts.trials))] if counts else 1.0
+            cost = max(predicted + self.residual.seconds(obs.batch_size, obs.drafted), predicted / 2)
+            arm = self.drafted if obs.drafted else self.plain
+            arm.add(obs.batch_size + obs.accepted, expected, spent, cost)
+        self.residual.add(obs.batch_size, obs.drafted, spent - predicted)
         by_source: dict[DraftSource, list[tuple[int, int]]] = {}
         for row in obs.rows:
             if row.source is not None and row.drafted > 0:
@@ -98,6 +179,7 @@ class CostController(DraftLengthController):
         sources = sorted({o.source for o in options if o.source is not None})
         with self._lock:
             if not sources:
+                self._drafting = 0
                 return [0] * len(options)
             expected = {s: self._counts.get(s, PositionCounts(self.config.max_len)).expected() for s in sources}
             allowed = self.allowed()
@@ -110,14 +192,42 @@ class CostController(DraftLengthController):
                         rate = self.rate(options, trial, expected)
                         if rate > best:
                             best, choice = rate, trial
+            probing = False
             for source in sources:
                 idle = self._idle.get(source, 0) + 1 if choice[source] == 0 else 0
                 if idle >= PROBE_EVERY and allowed[-1] > 0:
-                    choice[source], idle = min(a for a in allowed if a > 0), 0
+                    choice[source], idle, probing = min(a for a in allowed if a > 0), 0, True
                 self._idle[source] = idle
             self._chosen.update(choice)
             self._report(choice, best)
-            return [min(choice[o.source], o.cap) if o.source is not None else 0 for o in options]
+            lens = [min(choice[o.source], o.cap) if o.source is not None else 0 for o in options]
+            if any(lens) and not probing and self._vetoes(options, choice, expected):
+                lens = [0] * len(options)
+            self._drafting = self._drafting + 1 if any(lens) else 0
+            if self._drafting > PLAIN_EVERY:
+                self._drafting = 0
+                return [0] * len(options)
+            return lens
+
+    def _vetoes(
+        self, options: list[RowOption], choice: dict[DraftSource, int], expected: dict[DraftSource, list[float]]
+    ) -> bool:
+        """Whether recent real steps say a plain step beats ``choice`` where the model says it does not.
+
+        Each kind of step's predicted rate is scaled by what that kind realised lately: a model that is
+        optimistic about drafting (its cost, or the acceptance of the sources it just picked, the luckiest of
+        many noisy estimates) is corrected by what its drafting steps delivered. Every ``PROBE_EVERY``-th
+        vetoed step drafts anyway, so that drafting's realised rate stays known.
+        """
+        plain = self.plain.factor() * self.rate(options, dict.fromkeys(choice, 0), expected)
+        if plain < self.drafted.factor() * self.rate(options, choice, expected):
+            self._vetoed = 0
+            return False
+        self._vetoed += 1
+        if self._vetoed >= PROBE_EVERY:
+            self._vetoed = 0
+            return False
+        return True
 
     def rate(
         self, options: list[RowOption], choice: dict[DraftSource, int], expected: dict[DraftSource, list[float]]
@@ -132,7 +242,8 @@ class CostController(DraftLengthController):
             if o.source == MODEL and length > 0:
                 model_rows += 1
                 model_len = max(model_len, length)
-        cost = self.forward_s(len(options), extra, model_rows, model_len) + self.overhead_s
+        forward = self.forward_s(len(options), extra, model_rows, model_len)
+        cost = max(forward + self.residual.seconds(len(options), extra), forward / 2)
         return tokens / cost if cost > 0 else 0.0
 
     def _report(self, choice: dict[DraftSource, int], rate: float) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from engine.config import ControllerConfig
 from engine.controllers.base import LoadSignals, RowOption, RowOutcome, StepObservation
-from engine.controllers.cost import PROBE_EVERY, CostController
+from engine.controllers.cost import PLAIN_EVERY, PROBE_EVERY, REALISED_MIN_STEPS, CostController, Realised, Residual
 from engine.draft_source import MODEL, DraftSource, SourceKind
 from engine.profiling import CostProfile, ProfileMissing, ProfileShape, prepare_profile
 from engine.profiling.measure import MEASURING
@@ -28,8 +28,13 @@ def profile(per_extra_token_ms: float, draft_ms: float = 0.0) -> CostProfile:
     return CostProfile((1, 64), tokens, (row, row), (draft_ms, draft_ms), {"cpu": "hand-made"})
 
 
-def teach(ctrl: CostController, source: DraftSource, alpha: float, steps: int = 200, length: int = 8) -> None:
-    """Observe rows of ``source`` whose proposals are each accepted with probability ``alpha`` (in expectation)."""
+def teach(
+    ctrl: CostController, source: DraftSource, alpha: float, steps: int = 200, length: int = 8, beyond_s: float = 0.0
+) -> None:
+    """Observe rows of ``source`` whose proposals are each accepted with probability ``alpha`` (in expectation),
+    in steps that took ``beyond_s`` longer than the profile's forwards."""
+    model = int(source == MODEL)
+    took = ctrl.forward_s(1, length, model, length * model) + beyond_s
     for i in range(steps):
         # deterministic mix: accept the first k with k spread so that each position passes with ~alpha
         kept = 0
@@ -42,7 +47,7 @@ def teach(ctrl: CostController, source: DraftSource, alpha: float, steps: int = 
                 drafted=length,
                 accepted=kept,
                 draft_s=0.0,
-                verify_s=0.01,
+                verify_s=took,
                 rows=(RowOutcome(source, length, kept),),
             )
         )
@@ -162,13 +167,93 @@ def test_the_profile_command_prints_the_table_and_where_it_is_cached(profiles_di
     assert "verify t=3" in printed and str(profiles_dir) in printed
 
 
+def plain_steps(ctrl: CostController, beyond_s: float, steps: int = 100, batch: int = 1) -> None:
+    """Observe steps without proposals that took ``beyond_s`` longer than the profile's forward."""
+    took = ctrl.forward_s(batch, 0, 0, 0) + beyond_s
+    for _ in range(steps):
+        ctrl.observe(StepObservation(batch_size=batch, draft_len=0, drafted=0, accepted=0, draft_s=0.0, verify_s=took))
+
+
 def test_a_step_overhead_beyond_the_forwards_favours_longer_drafts():
     # each proposed token adds 5 ms to a 10 ms verify: at alpha 0.4 that does not pay on the forwards alone,
     # but once every step also spends 40 ms outside the forwards, 1.4 tokens per step do
     ctrl = CostController(CONFIG, profile(per_extra_token_ms=5.0))
     teach(ctrl, lookup(2), alpha=0.4)
     assert ctrl.lengths(CALM, [RowOption(lookup(2), 4)]) == [0]
-    for _ in range(100):  # steps that each took 40 ms more than their forwards
-        ctrl.observe(StepObservation(batch_size=1, draft_len=0, drafted=0, accepted=0, draft_s=0.0, verify_s=0.05))
-    assert ctrl.overhead_s == pytest.approx(0.04, rel=0.01)
+    plain_steps(ctrl, beyond_s=0.04)
+    assert ctrl.residual.coefficients()[0] == pytest.approx(0.04, abs=1e-4)
     assert ctrl.lengths(CALM, [RowOption(lookup(2), 4)])[0] > 0
+
+
+def test_proposed_tokens_that_cost_more_than_the_profile_says_stop_the_drafting():
+    # the profile says a proposed token adds 1 ms to a 10 ms verify, so at alpha 0.4 drafting pays;
+    # the steps say a plain step costs 2 ms more than its forward and a drafting step 2 ms + 8 ms per token more
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=1.0))
+    teach(ctrl, lookup(2), alpha=0.4, steps=50, length=2)
+    assert ctrl.lengths(CALM, [RowOption(lookup(2), 4)])[0] > 0
+    for _ in range(10):
+        plain_steps(ctrl, beyond_s=0.002, steps=4)
+        for length in (1, 2, 4):
+            teach(ctrl, lookup(2), alpha=0.4, steps=4, length=length, beyond_s=0.002 + 0.008 * length)
+    per_row, per_token = ctrl.residual.coefficients()
+    assert per_row == pytest.approx(0.002, abs=5e-4) and per_token == pytest.approx(0.008, abs=5e-4)
+    assert ctrl.lengths(CALM, [RowOption(lookup(2), 4)]) == [0]
+
+
+@pytest.mark.parametrize(("per_row", "per_token"), [(0.003, 0.002), (0.001, -0.0005), (0.0, 0.004)])
+def test_the_residual_fit_recovers_a_part_per_row_and_a_part_per_token(per_row, per_token):
+    fit = Residual()
+    for rows, tokens in [(16, 0), (16, 20), (12, 30), (14, 7), (16, 48), (8, 0)] * 5:
+        fit.add(rows, tokens, per_row * rows + per_token * tokens)
+    assert fit.coefficients() == pytest.approx((per_row, per_token), abs=2e-5)
+    assert Residual().coefficients() == (0.0, 0.0)
+
+
+def test_the_residual_stays_on_the_rows_while_every_step_drafts_alike():
+    # tokens per row never vary, so rows and tokens cannot be told apart: the ridge puts the time on the rows
+    fit = Residual()
+    for _ in range(50):
+        fit.add(8, 32, 0.008)
+    per_row, per_token = fit.coefficients()
+    assert per_row == pytest.approx(0.001, rel=0.01) and abs(per_token) < 1e-5
+
+
+def test_a_controller_that_always_drafts_runs_a_plain_step_every_so_often():
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=0.1))
+    teach(ctrl, lookup(3), alpha=0.95)
+    choices = [ctrl.lengths(CALM, [RowOption(lookup(3), 8)])[0] for _ in range(2 * PLAIN_EVERY + 3)]
+    assert choices == ([8] * PLAIN_EVERY + [0]) * 2 + [8]
+    assert ctrl.lengths(CALM, [RowOption(None, 8)]) == [0]  # a step with nothing to propose is a plain one
+    assert [ctrl.lengths(CALM, [RowOption(lookup(3), 8)])[0] for _ in range(PLAIN_EVERY)] == [8] * PLAIN_EVERY
+
+
+def test_the_realised_factor_is_realised_over_predicted_tokens_per_second_once_a_few_steps_are_seen():
+    arm = Realised()
+    assert arm.factor() == 1.0
+    for _ in range(2 * int(REALISED_MIN_STEPS)):
+        arm.add(tokens=12, predicted_tokens=16, seconds=0.2, predicted_seconds=0.1)  # 3/4 the tokens, twice the time
+    assert arm.factor() == pytest.approx(0.375)
+
+
+def test_steps_are_compared_with_the_model_by_kind():
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=1.0))
+    plain_steps(ctrl, beyond_s=0.0, steps=10, batch=2)
+    assert ctrl.plain.factor() == pytest.approx(1.0) and ctrl.drafted.steps == 0
+    teach(ctrl, lookup(2), alpha=0.4, length=2)  # steps on time, accepted as the counts say: the model is right
+    assert ctrl.drafted.factor() == pytest.approx(1.0, abs=0.1) and ctrl.plain.factor() == pytest.approx(1.0)
+    teach(ctrl, lookup(2), alpha=0.4, steps=8, length=2, beyond_s=0.02)  # then they took 3x longer than predicted
+    assert ctrl.drafted.factor() < 0.7 and ctrl.plain.factor() == pytest.approx(1.0)
+
+
+def test_drafting_that_delivered_less_than_predicted_gives_way_to_plain_steps_with_a_probe_now_and_then():
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=1.0))
+    teach(ctrl, lookup(2), alpha=0.4, steps=50, length=2)
+    option = [RowOption(lookup(2), 4)]
+    assert ctrl.lengths(CALM, option)[0] > 0
+    ctrl.drafted.factor = lambda: 0.5  # drafting steps lately emitted half the tokens per second predicted
+    choices = [ctrl.lengths(CALM, option)[0] for _ in range(2 * PROBE_EVERY)]
+    vetoed = [0] * (PROBE_EVERY - 1)
+    assert choices[: PROBE_EVERY - 1] == vetoed and choices[PROBE_EVERY - 1] > 0
+    assert choices[PROBE_EVERY : 2 * PROBE_EVERY - 1] == vetoed
+    ctrl.drafted.factor = lambda: 1.0
+    assert ctrl.lengths(CALM, option)[0] > 0
