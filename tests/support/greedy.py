@@ -74,10 +74,12 @@ def generate_matches_verifier(pair: ModelPair, eng, requests: list, stop: bool =
 
 
 def drafting_pays(pair: ModelPair, config=None):
-    """The cached step-cost profile ``config`` reads, with a verify forward costing the same at any tokens per row.
+    """The cached step-cost profile ``config`` reads, with a verify forward costing the same at any tokens per row
+    and draft forwards free.
 
-    Under it the ``cost`` controller drafts wherever a row has a proposal (more tokens for the same time), so a
-    test that needs speculation to happen does not depend on how busy the machine was when the profile was timed.
+    Under it the ``cost`` controller drafts wherever a row has a proposal or a draft model (more tokens for the
+    same time), so a test that needs speculation to happen does not depend on how busy the machine was when the
+    profile was timed.
     """
     from dataclasses import replace
 
@@ -85,4 +87,5 @@ def drafting_pays(pair: ModelPair, config=None):
     from engine.profiling.prepare import cached_profile
 
     measured = cached_profile(pair, config or EngineConfig(drafter="model"))
-    return replace(measured, verify_ms=tuple((row[0],) * len(row) for row in measured.verify_ms))
+    flat = tuple((row[0],) * len(row) for row in measured.verify_ms)
+    return replace(measured, verify_ms=flat, draft_ms=(0.0,) * len(measured.draft_ms))
