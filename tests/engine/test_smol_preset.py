@@ -10,7 +10,7 @@ from engine.config import ControllerConfig, EngineConfig
 from engine.models import gguf_cache, presets
 from engine.models.pair import load_model_pair
 from engine.profiling import prepare_default_profiles
-from tests.support.greedy import greedy_run_matches_verifier
+from tests.support.greedy import drafting_pays, greedy_run_matches_verifier
 from workloads.datasets.sharegpt_file import iter_exchanges
 
 
@@ -43,11 +43,13 @@ def test_smol_loads_offline_with_the_shared_tokenizer(smol_pair, monkeypatch):
 def test_greedy_output_on_sharegpt_prompts_equals_verifier_generate(smol_pair, engine):
     prompts = sharegpt_prompts(3)
     assert len(prompts) == 3
-    requests = greedy_run_matches_verifier(smol_pair, engine, prompts, 24, stop=True, timeout=300)
+    # the cost controller drafts under a profile where that pays: whether drafts are accepted is what is tested
+    profile = drafting_pays(smol_pair)
+    requests = greedy_run_matches_verifier(smol_pair, engine, prompts, 24, stop=True, timeout=300, profile=profile)
     assert sum(r.accepted for r in requests) > 0
 
 
-# the draft model with a fixed L, the default drafter (prompt lookup) with the adaptive cost controller,
+# the draft model with a fixed L, the default drafter (suffix drafting) with the adaptive cost controller,
 # and the draft model behind the confidence gate
 SETUPS = {
     "fixed": dict(drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3)),
@@ -64,7 +66,12 @@ RUNS = [("ar", "fixed")] + [(engine, setup) for engine in ("baseline", "pd", "pd
 def test_every_engine_and_controller_returns_the_verifier_greedy_output(smol_pair, engine, setup):
     prompts = sharegpt_prompts(2)
     config = EngineConfig(**SETUPS[setup])
-    requests = greedy_run_matches_verifier(smol_pair, engine, prompts, 16, config=config, stop=True, timeout=300)
+    # the cost controller reads a profile under which drafting pays, else a profile timed on a busy machine can
+    # leave L at 0 for all 16 tokens (a CI run did) and the test would pass without speculating
+    profile = drafting_pays(smol_pair, config) if setup == "cost" else None
+    requests = greedy_run_matches_verifier(
+        smol_pair, engine, prompts, 16, config=config, stop=True, timeout=300, profile=profile
+    )
     drafted = sum(step.draft_len for r in requests for step in r.steps)
     assert drafted == 0 if engine == "ar" else drafted > 0
 

@@ -39,10 +39,12 @@ def greedy_run_matches_verifier(
     config=None,
     stop: bool = False,
     timeout: float = 120,
+    profile=None,
 ) -> list:
     """Run ``prompts`` greedily through ``engine`` and check each output against the verifier's own ``generate``.
 
-    ``stop=False`` runs without stop tokens on both sides. Returns the finished requests.
+    ``stop=False`` runs without stop tokens on both sides; ``profile`` goes to the engine's ``cost`` controller
+    (without one it reads the cached one). Returns the finished requests.
     """
     from engine.config import EngineConfig, SamplingParams
     from engine.request import Request
@@ -50,7 +52,7 @@ def greedy_run_matches_verifier(
 
     params = SamplingParams(max_new_tokens=max_new_tokens, **({} if stop else {"stop_token_ids": ()}))
     requests = [Request(f"g{i}", pair.encode_prompt(p), params) for i, p in enumerate(prompts)]
-    eng = make_engine(engine, pair, config or EngineConfig(drafter="model"))
+    eng = make_engine(engine, pair, config or EngineConfig(drafter="model"), profile)
     generate_matches_verifier(pair, eng, requests, stop=stop, timeout=timeout)
     return requests
 
@@ -69,3 +71,21 @@ def generate_matches_verifier(pair: ModelPair, eng, requests: list, stop: bool =
         assert r.status == "ok", r.error
         expected = hf_greedy(pair.verifier.model, r.prompt_token_ids, r.params.max_new_tokens, stop=stop)
         assert r.output_token_ids == expected, r.request_id
+
+
+def drafting_pays(pair: ModelPair, config=None):
+    """The cached step-cost profile ``config`` reads, with a verify forward costing the same at any tokens per row
+    and draft forwards free.
+
+    Under it the ``cost`` controller drafts wherever a row has a proposal or a draft model (more tokens for the
+    same time), so a test that needs speculation to happen does not depend on how busy the machine was when the
+    profile was timed.
+    """
+    from dataclasses import replace
+
+    from engine.config import EngineConfig
+    from engine.profiling.prepare import cached_profile
+
+    measured = cached_profile(pair, config or EngineConfig(drafter="model"))
+    flat = tuple((row[0],) * len(row) for row in measured.verify_ms)
+    return replace(measured, verify_ms=flat, draft_ms=(0.0,) * len(measured.draft_ms))

@@ -10,7 +10,8 @@ from workloads.__main__ import main
 def test_a_replays_outputs_record_each_requests_steps_summing_to_its_counts(tmp_path):
     out = tmp_path / "run"
     code = main([
-        "replay", "--engines", "ar,pdv", "--drafter", "model", "--concurrency", "2", "--num-requests", "4",
+        "replay", "--engines", "ar,pdv", "--drafter", "model", "--controller", "fixed", "--concurrency", "2",
+        "--num-requests", "4",
         "--dataset", "synthetic", "--input-len", "16", "--output-len", "8", "--rounds", "2", "--preset", "tiny",
         "--device", "cpu", "--seed", "2", "--out", str(out),
     ])  # fmt: skip
