@@ -18,10 +18,15 @@ For the next step it picks one L per source present to maximise
 with the times read from the machine's ``CostProfile`` plus what real steps took
 beyond the profile's forwards (``Residual``: sampling, lookups, the acceptance
 rule, bookkeeping, and whatever the profile gets wrong on this machine today),
-fitted online as a part per row and a part per proposed token. The part per
-token matters: were it charged to every L alike, a wider verify that costs
-more than the profile says would look like a fixed cost that longer drafts
-share, and the controller would draft where a plain step is faster. All L = 0
+fitted online as a part per row, a part per proposed token and a part every
+drafting step pays once. The part per token matters: were it charged to every
+L alike, a wider verify that costs more than the profile says would look like
+a fixed cost that longer drafts share, and the controller would draft where a
+plain step is faster. The part per drafting step matters at a large batch: one
+row wider than a token widens the attention of every row and runs the
+acceptance rule, so three proposed tokens in sixteen rows cost far more than
+three sixteenths of a step with every row drafting, the profile's
+interpolation. All L = 0
 is a plain verifier step, AR's own, so speculation is chosen only where the
 measurements say it emits tokens faster than AR would; at a large batch, where
 a verifier forward over more tokens costs more, L shrinks or drops to 0. The
@@ -42,6 +47,11 @@ exactly about the drafts it chooses.
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import NamedTuple
+
+import numpy as np
+
 from engine.config import ControllerConfig
 from engine.controllers.base import DraftLengthController, LoadSignals, RowOption, RowOutcome, StepObservation
 from engine.draft_source import MODEL, DraftSource
@@ -52,7 +62,8 @@ PRIOR_ACCEPT, PRIOR_TRIALS = 1.0, 2.0  # alpha starts at 0.5 and moves with the 
 PROBE_EVERY = 16
 PLAIN_EVERY = 64  # drafting steps in a row before one plain step: at most 1/65 of steps, to keep costs known
 RESIDUAL_DECAY = 0.95  # per observed step: about the last 20 steps count
-RIDGE = 1.0  # token^2: without plain steps to tell them apart, a residual is put on the rows, not the tokens
+RIDGE = 1.0  # token^2: without steps to tell them apart, a residual goes on the rows, not the tokens
+RIDGE_DRAFTING = 0.01  # (drafting step)^2: the same, small against the decayed count of drafting steps it divides
 REALISED_DECAY = 0.95  # per step of one kind (plain or drafting): about its last 20 steps
 REALISED_MIN_STEPS = 4.0  # decayed steps of a kind before its realised rate counts
 
@@ -83,34 +94,36 @@ class PositionCounts:
 
 
 class Residual:
-    """Decayed least squares of a step's time beyond its forwards on (rows, proposed tokens), no intercept.
+    """Decayed least squares of a step's time beyond its forwards on (rows, proposed tokens, drafting), no intercept.
 
-    ``per_row_s`` and ``per_token_s`` may be negative (a profile measured on a busier machine); the ridge keeps
-    ``per_token_s`` at 0 until steps with different tokens per row tell the two apart.
+    ``drafting`` is 1 for a step with any proposal: a verify with a row wider than one token pays once for the
+    width (wider attention over every row, the acceptance rule, trimming rejected cache), a cost that neither the
+    rows nor the tokens carry. The coefficients may be negative (a profile measured on a busier machine); the
+    ridge keeps the token and drafting parts at 0 until plain and drafting steps, and drafting steps of
+    different widths, tell the three apart.
     """
 
     def __init__(self) -> None:
-        self._rr = self._rt = self._tt = self._ry = self._ty = 0.0  # decayed sums of products
+        self._xx = np.zeros((3, 3))  # decayed sums of products of the features
+        self._xy = np.zeros(3)
+        self._coefficients = (0.0, 0.0, 0.0)
 
     def add(self, rows: int, tokens: int, seconds: float) -> None:
-        d = RESIDUAL_DECAY
-        self._rr = d * self._rr + rows * rows
-        self._rt = d * self._rt + rows * tokens
-        self._tt = d * self._tt + tokens * tokens
-        self._ry = d * self._ry + rows * seconds
-        self._ty = d * self._ty + tokens * seconds
+        x = np.array([rows, tokens, float(tokens > 0)])
+        self._xx = RESIDUAL_DECAY * self._xx + np.outer(x, x)
+        self._xy = RESIDUAL_DECAY * self._xy + x * seconds
+        xx = self._xx + np.diag([0.0, RIDGE, RIDGE_DRAFTING])
+        if self._xx[0, 0] > 0:
+            per_row, per_token, per_drafting = np.linalg.solve(xx, self._xy)
+            self._coefficients = (float(per_row), float(per_token), float(per_drafting))
 
-    def coefficients(self) -> tuple[float, float]:
-        """(seconds per row, seconds per proposed token); (0, 0) before any step."""
-        tt = self._tt + RIDGE
-        det = self._rr * tt - self._rt * self._rt
-        if det <= 0:
-            return 0.0, 0.0
-        return (self._ry * tt - self._rt * self._ty) / det, (self._rr * self._ty - self._rt * self._ry) / det
+    def coefficients(self) -> tuple[float, float, float]:
+        """(seconds per row, per proposed token, per drafting step); zeros before any step."""
+        return self._coefficients
 
     def seconds(self, rows: int, tokens: float) -> float:
-        per_row, per_token = self.coefficients()
-        return per_row * rows + per_token * tokens
+        per_row, per_token, per_drafting = self._coefficients
+        return per_row * rows + per_token * tokens + per_drafting * (tokens > 0)
 
 
 class Realised:
@@ -132,6 +145,17 @@ class Realised:
         if self.steps < REALISED_MIN_STEPS or min(self.predicted_tokens, self.seconds) <= 0:
             return 1.0
         return (self.tokens / self.predicted_tokens) * (self.predicted_seconds / self.seconds)
+
+
+class Groups(NamedTuple):
+    """A step's row options counted by (source, cap): what a step's rate depends on, in fewer terms than rows."""
+
+    counts: tuple[tuple[tuple[DraftSource | None, int], int], ...]
+    rows: int
+
+    @classmethod
+    def of(cls, options: list[RowOption]) -> Groups:
+        return cls(tuple(Counter((o.source, o.cap) for o in options).items()), len(options))
 
 
 class CostController(DraftLengthController):
@@ -183,13 +207,14 @@ class CostController(DraftLengthController):
                 return [0] * len(options)
             expected = {s: self._counts.get(s, PositionCounts(self.config.max_len)).expected() for s in sources}
             allowed = self.allowed()
+            groups = Groups.of(options)
             choice = {s: self._chosen.get(s, self.config.draft_len) for s in sources}
-            best = self.rate(options, choice, expected)
+            best = self.rate(groups, choice, expected)
             for _ in range(2):
                 for source in sources:
                     for length in allowed:
                         trial = {**choice, source: length}
-                        rate = self.rate(options, trial, expected)
+                        rate = self.rate(groups, trial, expected)
                         if rate > best:
                             best, choice = rate, trial
             probing = False
@@ -201,7 +226,7 @@ class CostController(DraftLengthController):
             self._chosen.update(choice)
             self._report(choice, best)
             lens = [min(choice[o.source], o.cap) if o.source is not None else 0 for o in options]
-            if any(lens) and not probing and self._vetoes(options, choice, expected):
+            if any(lens) and not probing and self._vetoes(groups, choice, expected):
                 lens = [0] * len(options)
             self._drafting = self._drafting + 1 if any(lens) else 0
             if self._drafting > PLAIN_EVERY:
@@ -210,7 +235,7 @@ class CostController(DraftLengthController):
             return lens
 
     def _vetoes(
-        self, options: list[RowOption], choice: dict[DraftSource, int], expected: dict[DraftSource, list[float]]
+        self, options: Groups, choice: dict[DraftSource, int], expected: dict[DraftSource, list[float]]
     ) -> bool:
         """Whether recent real steps say a plain step beats ``choice`` where the model says it does not.
 
@@ -230,20 +255,24 @@ class CostController(DraftLengthController):
         return True
 
     def rate(
-        self, options: list[RowOption], choice: dict[DraftSource, int], expected: dict[DraftSource, list[float]]
+        self,
+        options: list[RowOption] | Groups,
+        choice: dict[DraftSource, int],
+        expected: dict[DraftSource, list[float]],
     ) -> float:
         """Expected tokens per second of one step with ``choice`` (L per source)."""
+        groups = options if isinstance(options, Groups) else Groups.of(options)
         tokens = extra = 0.0
         model_rows = model_len = 0
-        for o in options:
-            length = min(choice[o.source], o.cap) if o.source is not None else 0
-            tokens += expected[o.source][length] if o.source is not None else 1.0
-            extra += length
-            if o.source == MODEL and length > 0:
-                model_rows += 1
+        for (source, cap), count in groups.counts:
+            length = min(choice[source], cap) if source is not None else 0
+            tokens += count * (expected[source][length] if source is not None else 1.0)
+            extra += count * length
+            if source == MODEL and length > 0:
+                model_rows += count
                 model_len = max(model_len, length)
-        forward = self.forward_s(len(options), extra, model_rows, model_len)
-        cost = max(forward + self.residual.seconds(len(options), extra), forward / 2)
+        forward = self.forward_s(groups.rows, extra, model_rows, model_len)
+        cost = max(forward + self.residual.seconds(groups.rows, extra), forward / 2)
         return tokens / cost if cost > 0 else 0.0
 
     def _report(self, choice: dict[DraftSource, int], rate: float) -> None:

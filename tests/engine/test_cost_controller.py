@@ -195,27 +195,47 @@ def test_proposed_tokens_that_cost_more_than_the_profile_says_stop_the_drafting(
         plain_steps(ctrl, beyond_s=0.002, steps=4)
         for length in (1, 2, 4):
             teach(ctrl, lookup(2), alpha=0.4, steps=4, length=length, beyond_s=0.002 + 0.008 * length)
-    per_row, per_token = ctrl.residual.coefficients()
+    per_row, per_token, per_drafting = ctrl.residual.coefficients()
     assert per_row == pytest.approx(0.002, abs=5e-4) and per_token == pytest.approx(0.008, abs=5e-4)
+    assert per_drafting == pytest.approx(0.0, abs=1e-3)
     assert ctrl.lengths(CALM, [RowOption(lookup(2), 4)]) == [0]
 
 
-@pytest.mark.parametrize(("per_row", "per_token"), [(0.003, 0.002), (0.001, -0.0005), (0.0, 0.004)])
-def test_the_residual_fit_recovers_a_part_per_row_and_a_part_per_token(per_row, per_token):
+def test_a_cost_every_drafting_step_pays_once_stops_drafts_too_short_to_share_it():
+    # the profile says drafting pays at alpha 0.4; the steps say any drafting step costs 30 ms more, whatever its
+    # width (wider attention for every row), which only a well-accepted long draft earns back
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=1.0))
+    teach(ctrl, lookup(2), alpha=0.4, steps=50, length=2)
+    teach(ctrl, lookup(5), alpha=0.95, steps=50, length=8)
+    assert ctrl.lengths(CALM, [RowOption(lookup(2), 4)])[0] > 0
+    for _ in range(10):
+        plain_steps(ctrl, beyond_s=0.0, steps=4)
+        for length in (1, 2, 4):
+            teach(ctrl, lookup(2), alpha=0.4, steps=4, length=length, beyond_s=0.03)
+    assert ctrl.residual.coefficients() == pytest.approx((0.0, 0.0, 0.03), abs=5e-4)
+    assert ctrl.lengths(CALM, [RowOption(lookup(2), 4)]) == [0]
+    assert ctrl.lengths(CALM, [RowOption(lookup(5), 8)]) == [8]
+
+
+@pytest.mark.parametrize(
+    ("per_row", "per_token", "per_drafting"), [(0.003, 0.002, 0.0), (0.001, -0.0005, 0.01), (0.0, 0.004, -0.002)]
+)
+def test_the_residual_fit_recovers_its_parts_per_row_per_token_and_per_drafting_step(per_row, per_token, per_drafting):
     fit = Residual()
-    for rows, tokens in [(16, 0), (16, 20), (12, 30), (14, 7), (16, 48), (8, 0)] * 5:
-        fit.add(rows, tokens, per_row * rows + per_token * tokens)
-    assert fit.coefficients() == pytest.approx((per_row, per_token), abs=2e-5)
-    assert Residual().coefficients() == (0.0, 0.0)
+    for rows, tokens in [(16, 0), (16, 20), (12, 30), (14, 7), (16, 48), (8, 0), (16, 3)] * 5:
+        fit.add(rows, tokens, per_row * rows + per_token * tokens + per_drafting * (tokens > 0))
+    assert fit.coefficients() == pytest.approx((per_row, per_token, per_drafting), rel=0.03, abs=2e-5)  # the ridge
+    assert Residual().coefficients() == (0.0, 0.0, 0.0)
 
 
 def test_the_residual_stays_on_the_rows_while_every_step_drafts_alike():
-    # tokens per row never vary, so rows and tokens cannot be told apart: the ridge puts the time on the rows
+    # tokens per row never vary and every step drafts, so rows, tokens and drafting cannot be told apart:
+    # the ridge puts the time on the rows
     fit = Residual()
     for _ in range(50):
         fit.add(8, 32, 0.008)
-    per_row, per_token = fit.coefficients()
-    assert per_row == pytest.approx(0.001, rel=0.01) and abs(per_token) < 1e-5
+    per_row, per_token, per_drafting = fit.coefficients()
+    assert per_row == pytest.approx(0.001, rel=0.01) and abs(per_token) < 1e-5 and abs(per_drafting) < 1e-5
 
 
 def test_a_controller_that_always_drafts_runs_a_plain_step_every_so_often():
