@@ -30,16 +30,20 @@ interpolation. All L = 0
 is a plain verifier step, AR's own, so speculation is chosen only where the
 measurements say it emits tokens faster than AR would; at a large batch, where
 a verifier forward over more tokens costs more, L shrinks or drops to 0. The
-search is coordinate ascent over the sources (two passes). A source left at
-L = 0 is probed with L = 1 every ``PROBE_EVERY`` steps so that its acceptance
-stays known; a controller that has drafted for ``PLAIN_EVERY`` steps in a row
-runs one plain step so that the two parts of the residual stay apart.
+search is coordinate ascent over the sources (two passes). Probes keep every
+source's acceptance known, and share the cost a drafting step pays once: a
+source left at L = 0 for ``PROBE_EVERY`` steps drafts L = 1 on the next step
+that drafts, and a step that ends ``PROBE_EVERY`` plain steps in a row drafts
+(the model's choice, or the probes alone). A controller that has drafted for
+``PLAIN_EVERY`` steps in a row runs one plain step so that the parts of the
+residual stay apart.
 
 The model is then checked against what it delivered (``Realised``): for plain
 steps and for drafting steps apart, realised tokens per second over predicted,
 over each kind's recent steps. Where the model prefers drafting but its
 prediction scaled by those factors says a plain step is faster, the step is
-plain (and every ``PROBE_EVERY``-th such step drafts, to keep measuring). This
+plain (unless it ends ``PROBE_EVERY`` plain steps in a row: then it drafts,
+to keep measuring). This
 catches what no term of the model does: choosing the best of many noisy
 acceptance estimates picks the luckiest ones, so the model is optimistic
 exactly about the drafts it chooses.
@@ -164,11 +168,11 @@ class CostController(DraftLengthController):
         self.profile = profile
         self._counts: dict[DraftSource, PositionCounts] = {}
         self._chosen: dict[DraftSource, int] = {}  # last choice per source: where the next search starts
-        self._idle: dict[DraftSource, int] = {}  # steps since the source last drafted
+        self._idle: dict[DraftSource, int] = {}  # steps in a row the source did not draft
         self.residual = Residual()  # recent steps' time beyond the profile's forwards
         self._drafting = 0  # steps in a row given proposals
         self.plain, self.drafted = Realised(), Realised()  # how far each kind of step fell from the model
-        self._vetoed = 0  # drafting steps in a row turned into plain ones by the realised rates
+        self._plain_run = 0  # steps in a row without proposals
 
     def forward_s(self, batch: int, extra_tokens: float, model_rows: int, model_len: int) -> float:
         """The profile's time for one step's forwards: ``model_len`` draft positions, then one verify."""
@@ -217,20 +221,24 @@ class CostController(DraftLengthController):
                         rate = self.rate(groups, trial, expected)
                         if rate > best:
                             best, choice = rate, trial
-            probing = False
-            for source in sources:
-                idle = self._idle.get(source, 0) + 1 if choice[source] == 0 else 0
-                if idle >= PROBE_EVERY and allowed[-1] > 0:
-                    choice[source], idle, probing = min(a for a in allowed if a > 0), 0, True
-                self._idle[source] = idle
             self._chosen.update(choice)
             self._report(choice, best)
+            due = self._plain_run + 1 >= PROBE_EVERY
+            wants = any(choice[o.source] and o.cap for o in options if o.source is not None)
+            if wants and not due and self._vetoes(groups, choice, expected):
+                choice = dict.fromkeys(choice, 0)
+            elif wants or due:  # the step drafts: sources long left at 0 ride along on it, at L = 1
+                lowest = min((a for a in allowed if a > 0), default=0)
+                for source in sources:
+                    if choice[source] == 0 and self._idle.get(source, 0) + 1 >= PROBE_EVERY:
+                        choice[source] = lowest
+            for source in sources:
+                self._idle[source] = self._idle.get(source, 0) + 1 if choice[source] == 0 else 0
             lens = [min(choice[o.source], o.cap) if o.source is not None else 0 for o in options]
-            if any(lens) and not probing and self._vetoes(groups, choice, expected):
-                lens = [0] * len(options)
+            self._plain_run = 0 if any(lens) else self._plain_run + 1
             self._drafting = self._drafting + 1 if any(lens) else 0
             if self._drafting > PLAIN_EVERY:
-                self._drafting = 0
+                self._drafting, self._plain_run = 0, 1
                 return [0] * len(options)
             return lens
 
@@ -241,18 +249,10 @@ class CostController(DraftLengthController):
 
         Each kind of step's predicted rate is scaled by what that kind realised lately: a model that is
         optimistic about drafting (its cost, or the acceptance of the sources it just picked, the luckiest of
-        many noisy estimates) is corrected by what its drafting steps delivered. Every ``PROBE_EVERY``-th
-        vetoed step drafts anyway, so that drafting's realised rate stays known.
+        many noisy estimates) is corrected by what its drafting steps delivered.
         """
         plain = self.plain.factor() * self.rate(options, dict.fromkeys(choice, 0), expected)
-        if plain < self.drafted.factor() * self.rate(options, choice, expected):
-            self._vetoed = 0
-            return False
-        self._vetoed += 1
-        if self._vetoed >= PROBE_EVERY:
-            self._vetoed = 0
-            return False
-        return True
+        return plain >= self.drafted.factor() * self.rate(options, choice, expected)
 
     def rate(
         self,

@@ -88,6 +88,30 @@ def test_a_source_left_at_zero_is_probed_again():
     assert choices[:-1] == [0] * (PROBE_EVERY - 1) and choices[-1] == 1
 
 
+def test_sources_left_at_zero_are_probed_together_on_one_step():
+    # a drafting step pays once for widening the verify: a source that appeared later waits for the next
+    # probe step rather than costing one of its own
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=5.0, draft_ms=2.0))
+    teach(ctrl, lookup(2), alpha=0.05)
+    teach(ctrl, lookup(3), alpha=0.05)
+    first, both = [RowOption(lookup(2), 8)], [RowOption(lookup(2), 8), RowOption(lookup(3), 8)]
+    choices = [ctrl.lengths(CALM, first) + [0] for _ in range(8)]
+    choices += [ctrl.lengths(CALM, both) for _ in range(3 * PROBE_EVERY - 8)]
+    drafting = [i for i, c in enumerate(choices) if any(c)]
+    assert drafting == [PROBE_EVERY - 1, 2 * PROBE_EVERY - 1, 3 * PROBE_EVERY - 1]
+    assert choices[2 * PROBE_EVERY - 1] == [1, 1]
+
+
+def test_a_source_left_at_zero_rides_along_on_steps_that_draft_anyway():
+    ctrl = CostController(CONFIG, profile(per_extra_token_ms=2.0))
+    teach(ctrl, lookup(2), alpha=0.02)
+    teach(ctrl, lookup(5), alpha=0.95)
+    options = [RowOption(lookup(2), 8), RowOption(lookup(5), 8)]
+    choices = [ctrl.lengths(CALM, options) for _ in range(2 * PROBE_EVERY)]
+    assert all(c[1] == 8 for c in choices)
+    assert [c[0] for c in choices] == ([0] * (PROBE_EVERY - 1) + [1]) * 2
+
+
 def test_the_profile_interpolates_between_measured_points_and_clamps_beyond():
     p = CostProfile((1, 4), (1, 5), ((10.0, 20.0), (30.0, 60.0)), (2.0, 6.0), {})
     assert p.verify_s(1, 3) == pytest.approx(0.015)
