@@ -8,8 +8,9 @@ Counters (percentages are 0..100):
 * **sm_occupancy** – GPM ``SM_OCCUPANCY``: active warps / the theoretical
   maximum, between two consecutive samples (Hopper and newer only).
 * **dram_bw_util** – GPM ``DRAM_BW_UTIL``: DRAM bandwidth used / peak, same window.
-* **cpu_util** – CPU time of this process / (wall time x logical cores) since the
-  previous sample: 100 means every core was busy running this process.
+* **cpu_util** – CPU time of this process / (wall time x usable cores) since the
+  previous sample, over at least 0.1 s and capped at 100 (CPU time moves in clock
+  ticks): 100 means every core was busy running this process.
 * **rss_mb** – resident memory of this process in MiB.
 
 ``open_probe`` picks the source. Models on the CPU, NVML missing or failing,

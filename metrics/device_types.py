@@ -15,7 +15,7 @@ class DeviceSample:
     gpu_mem_used_mb: float | None
     sm_occupancy: float | None
     dram_bw_util: float | None
-    cpu_util: float | None  # None on the very first sample: psutil needs a previous reading
+    cpu_util: float | None  # None until a window of at least 0.1 s since the first sample has closed
     rss_mb: float
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -9,6 +11,9 @@ import psutil
 from metrics.device_types import MIB, DeviceSample, ProbeInfo
 
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+# A process's CPU time moves in clock ticks (10 ms on Linux, per thread), so over a window of a few
+# milliseconds one tick reads as thousands of percent: a reading needs at least this much wall time.
+MIN_WINDOW_S = 0.1
 
 
 def _cgroup_cpus(path: Path = CGROUP_CPU_MAX) -> float | None:
@@ -38,17 +43,33 @@ def _usable_cores(cpu_max: Path = CGROUP_CPU_MAX) -> float:
 
 
 class HostCounters:
-    def __init__(self) -> None:
+    """This process's CPU utilisation since the previous reading, and its resident memory.
+
+    CPU utilisation is CPU time / (wall time x usable cores) over the window since the previous reading,
+    capped at 100 (the ticks' rounding); the first read opens the first window and gives ``None``. A read
+    less than ``MIN_WINDOW_S`` after the window opened repeats the previous reading (``None`` before the
+    first) and leaves the window open, so the next read covers the whole of it.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._process = psutil.Process()
         self._cores = _usable_cores()
-        self._primed = False
-        self._process.cpu_percent(interval=None)  # psutil measures from the previous call
+        self._clock = clock
+        self._mark: tuple[float, float] | None = None  # (wall, CPU seconds) where the window opened
+        self._cpu: float | None = None
+
+    def _now(self) -> tuple[float, float]:
+        times = self._process.cpu_times()
+        return self._clock(), times.user + times.system
 
     def read(self) -> tuple[float | None, float]:
-        percent = self._process.cpu_percent(interval=None) / self._cores
-        cpu = percent if self._primed else None
-        self._primed = True
-        return cpu, self._process.memory_info().rss / MIB
+        wall, busy = now = self._now()
+        if self._mark is None:
+            self._mark = now
+        elif (window := wall - self._mark[0]) >= MIN_WINDOW_S:
+            share = (busy - self._mark[1]) / (window * self._cores) * 100
+            self._cpu, self._mark = min(100.0, max(0.0, share)), now
+        return self._cpu, self._process.memory_info().rss / MIB
 
 
 class HostProbe:

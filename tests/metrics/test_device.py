@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 import types
 from pathlib import Path
 
@@ -148,9 +149,39 @@ def test_missing_gpu_index_falls_back_with_the_count_in_the_reason():
 def test_cpu_models_use_the_host_probe_with_a_reason():
     probe = open_probe("cpu")
     assert probe.info.source == "psutil" and "cpu" in probe.info.reason
-    first, second = probe.sample(), probe.sample()
-    assert first.cpu_util is None  # psutil needs a previous reading
-    assert second.cpu_util is not None and 0.0 <= second.cpu_util <= 100.0
+    first = probe.sample()
+    assert first.cpu_util is None  # the first sample opens the first window
+    deadline = time.monotonic() + 0.15  # busy past MIN_WINDOW_S
+    while time.monotonic() < deadline:
+        pass
+    second = probe.sample()
+    assert second.cpu_util is not None and 0.0 < second.cpu_util <= 100.0
+
+
+def test_cpu_utilisation_waits_for_a_window_of_a_tenth_of_a_second_and_never_exceeds_100():
+    from metrics import host_probe
+
+    clock = [0.0]
+    cpu = [5.0]
+    counters = host_probe.HostCounters(clock=lambda: clock[0])
+    counters._cores = 2
+    counters._process = types.SimpleNamespace(
+        cpu_times=lambda: types.SimpleNamespace(user=cpu[0], system=0.0),
+        memory_info=lambda: types.SimpleNamespace(rss=64 * 2**20),
+    )
+
+    def read(at: float, busy: float) -> float | None:
+        clock[0], cpu[0] = at, busy
+        util, rss = counters.read()
+        assert rss == 64.0
+        return util
+
+    assert read(0.0, 5.0) is None  # opens the window
+    assert read(0.0002, 5.01) is None  # one 10 ms tick in 0.2 ms: 2,500 % per core were it read
+    assert read(0.2, 5.2) == pytest.approx(50.0)  # 0.2 s of CPU in 0.2 s on 2 cores, the short read included
+    assert read(0.2001, 5.21) == pytest.approx(50.0)  # too short again: the previous reading
+    assert read(0.4, 5.65) == 100.0  # 0.45 s of CPU in 0.2 s x 2 cores is the ticks' rounding: capped
+    assert read(0.6, 5.65) == 0.0
 
 
 def test_a_failing_sample_leaves_gpu_cells_empty_and_warns_once(caplog):
