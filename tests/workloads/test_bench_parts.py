@@ -229,6 +229,14 @@ def test_forward_cost_profiles_the_step_by_class_of_operator(tmp_path):
         assert rows[f"profile_{cost}_ms"] > 0, cost
 
 
+def test_forward_cost_times_a_large_batch_with_a_few_rows_wider(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "forward-cost", "--forward-cost-measures", "widths")
+    rows = read_csv(out / "forward-cost" / "forward-cost.csv")
+    cases = {(f"forward_ms_{k}_wide", str(w)) for k, w in forward_cost.WIDTHS}
+    assert {(r["metric"], r["tokens"]) for r in rows} == cases
+    assert {r["rows"] for r in rows} == {str(forward_cost.WIDE_BATCH)} and all(float(r["value"]) > 0 for r in rows)
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [

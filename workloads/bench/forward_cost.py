@@ -13,6 +13,11 @@ It measures, for the record in docs/results.md (``--forward-cost-measures``):
   new token per row) beside this machine's float32 matmul rate and memory read
   rate, measured in the same call (``workloads.bench.hardware``), with the share
   of each the step reaches;
+* ``widths`` – **what a few proposals cost a large batch**: the verifier's
+  forward at ``WIDE_BATCH`` rows, every row one new token, against the same
+  with k rows of w tokens (``WIDTHS``: the shapes a drafting step at that batch
+  verifies), the cases interleaved in every repeat; rows are labelled ``rows``
+  = the batch, ``tokens`` = w, metric ``forward_ms_<k>_wide``;
 * ``profile`` – **where the C = 32 step's time goes**: ``torch.profiler`` (CPU,
   with shapes) over ``PROFILED`` forwards of that step, each aten operator's own
   time per forward put in one ``Cost`` class (``cost_of``), and the rest of the
@@ -58,6 +63,7 @@ class Measure(Enum):
     HOST = "host"  # operators per layer and forward time on the tiny pair: the host's overhead
     STEP = "step"  # the --preset verifier's step against the machine's matmul and read rates
     PROFILE = "profile"  # the --preset verifier's C = 32 step, per class of operator (torch.profiler)
+    WIDTHS = "widths"  # the --preset verifier at 16 rows with a few rows wider than one token (a drafting step)
 
 
 class Cost(Enum):
@@ -72,6 +78,8 @@ class Cost(Enum):
 
 
 PROFILED = 5  # forwards under the profiler; its figures are per forward
+WIDE_BATCH = 16
+WIDTHS = ((0, 1), (1, 2), (3, 2), (1, 4), (8, 4), (16, 2))  # (k rows of w new tokens; the rest one each)
 LINEAR_OPS = ("mkldnn::_linear_pointwise", "aten::addmm", "aten::mm", "aten::bmm")
 
 
@@ -83,7 +91,9 @@ class ForwardCostOptions:
     round: int = field(default=0, metadata=flag("--forward-cost-round", int, "this call's round (rounds interleave)"))
     measures: tuple[Measure, ...] = field(
         default=Listed((Measure.HOST, Measure.STEP)),
-        metadata=flag("--forward-cost-measures", comma_list(Measure, "measures"), "comma list of host, step, profile"),
+        metadata=flag(
+            "--forward-cost-measures", comma_list(Measure, "measures"), "comma list of host, step, profile, widths"
+        ),
     )
     csv: Path | None = field(
         default=None,
@@ -192,6 +202,30 @@ def step_rows(label: str, round_: int, pair: ModelPair, quick: bool = False) -> 
     return out
 
 
+def widths_rows(label: str, round_: int, pair: ModelPair, repeats: int = REPEATS) -> list[dict]:
+    """Median milliseconds of ``pair``'s verifier forward at ``WIDE_BATCH`` rows for each of ``WIDTHS``."""
+    runner = pair.verifier
+    stores, _, _ = _prepared(runner, WIDE_BATCH, max(w for _, w in WIDTHS))
+    gen = torch.Generator().manual_seed(1)
+    times: dict[tuple[int, int], list[float]] = {case: [] for case in WIDTHS}
+    for _ in range(repeats + 1):  # the first pass warms every shape up and is not kept
+        for k, w in WIDTHS:
+            counts = [w] * k + [1] * (WIDE_BATCH - k)
+            ids = torch.randint(0, runner.vocab_size, (sum(counts),), generator=gen).to(runner.device)
+            start = time.perf_counter()
+            runner.forward(stores, ids, counts, torch.arange(sum(counts), device=runner.device))
+            if runner.device.type == "cuda":
+                torch.cuda.synchronize(runner.device)
+            times[(k, w)].append(time.perf_counter() - start)
+            for store in stores:
+                store.truncate(CONTEXT)
+    common = {"label": label, "round": round_, "preset": pair.source.get("preset") or "custom", "rows": WIDE_BATCH}
+    return [
+        {**common, "tokens": w, "metric": f"forward_ms_{k}_wide", "value": round(statistics.median(t[1:]) * 1000, 2)}
+        for (k, w), t in times.items()
+    ]
+
+
 def cost_of(name: str, shapes: list, vocab: int, slots: int) -> Cost:
     """The ``Cost`` class of one aten operator, from its name and input shapes (``slots``: the KV pool's)."""
     if name in LINEAR_OPS:
@@ -270,6 +304,8 @@ def run(ctx: BenchContext) -> PartResult:
         rows += step_rows(o.label, o.round, ctx.pair, quick)
     if Measure.PROFILE in o.measures:
         rows += profile_rows(o.label, o.round, ctx.pair)
+    if Measure.WIDTHS in o.measures:
+        rows += widths_rows(o.label, o.round, ctx.pair, QUICK_REPEATS if quick else REPEATS)
     append_csv(path, rows)
     table = path.with_suffix(".md")
     table.write_text(render(path) + "\n")
