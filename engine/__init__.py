@@ -4,10 +4,11 @@ Data flows one way: ``workloads`` builds requests, an engine from this package
 runs them, ``metrics`` reads the finished ``Request`` records.
 """
 
-import os
-
-# Lanes are Python threads that issue small torch ops; with OpenMP's default
-# active wait, idle worker threads spin on the 2 cores those lanes need and a
-# step can take 50-100x longer. Passive waiting must be chosen before torch
-# (and its OpenMP runtime) is loaded, hence here. An explicit setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenMP's wait policy is left to the runtime: libgomp's default (a worker spins
+# for a while between parallel regions, then sleeps) made the smol verifier's
+# forwards 15-25 % faster than passive waiting, which this package set before
+# (docs/results.md#openmp-workers-between-parallel-regions). What keeps lane
+# threads from starving is fewer idle workers, not sleeping ones: see
+# engine.profiling.lane_threads.release_openmp_pool. Do not set
+# OMP_WAIT_POLICY=ACTIVE: workers would then spin for good on the cores the
+# lanes need.

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-# as engine/__init__.py does, before any test imports torch
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
 
 

@@ -23,11 +23,35 @@ threads that gain CPU time while one Python thread runs matmuls):
 process-wide value (the count a thread that never sets one starts with)
 is why ``restore_process_threads`` exists: whoever starts lanes puts the
 value back when they end.
+
+OpenMP's worker threads, and how they wait (libgomp, the runtime of ATen's
+OpenMP backend on Linux): every thread that opens a parallel region has its
+own pool of workers. Between regions a worker spins (300,000 times unless
+``GOMP_SPINCOUNT`` says otherwise) and then sleeps; but while the process
+holds more OpenMP threads than there are cores it spins only 100 times, so
+nearly every region of a forward (hundreds of them) has to wake a sleeping
+worker. A lane's pool beside the pool of the thread that loaded the models
+is already one thread too many on two cores. ``release_openmp_pool`` ends the
+calling thread's workers (``omp_pause_resource_all``); its next parallel
+region makes them again. An engine calls it where a thread stops computing
+for a while: the thread that starts it (it loaded and profiled the models),
+and on a CPU whose lanes take turns, every lane at the end of its turn, so
+the pool of the lane holding the turn is the only one
+(docs/results.md#openmp-workers-between-parallel-regions).
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
 import torch
+
+log = logging.getLogger(__name__)
+OMP_PAUSE_SOFT = 1  # omp_pause_resource_t: free the threads, keep nothing that must be rebuilt but them
 
 
 def use_intra_op_threads(threads: int) -> None:
@@ -53,3 +77,38 @@ def lane_budget(total: int, lanes: int) -> int:
         raise ValueError(f"need at least one lane, got {lanes}")
     return max(1, total // lanes)
 
+
+@functools.cache
+def _pause_all() -> Callable[[int], int] | None:
+    """libgomp's ``omp_pause_resource_all`` as loaded by torch, or None where torch's OpenMP runtime is another."""
+    if "OpenMP" not in torch.__config__.parallel_info():
+        return None
+    maps = Path("/proc/self/maps")
+    paths = (
+        sorted({line.split()[-1] for line in maps.read_text().splitlines() if "/libgomp" in line})
+        if maps.exists()
+        else []
+    )
+    for path in paths:
+        try:
+            library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL | getattr(ctypes, "RTLD_NOLOAD", 4))
+            function = library.omp_pause_resource_all
+        except (OSError, AttributeError):
+            continue
+        function.argtypes, function.restype = [ctypes.c_int], ctypes.c_int
+        return function
+    log.info(
+        "OpenMP worker pools are kept: no loaded libgomp with omp_pause_resource_all (runtime: %s)",
+        paths or "not libgomp",
+    )
+    return None
+
+
+def release_openmp_pool() -> bool:
+    """End the calling thread's OpenMP worker threads; False where the runtime cannot (see the module docstring).
+
+    Safe between parallel regions only, which is everywhere Python code runs; the thread's next region
+    starts its workers again.
+    """
+    pause = _pause_all()
+    return pause is not None and pause(OMP_PAUSE_SOFT) == 0

@@ -9,6 +9,7 @@ running at once slow each other (``interference.Interference``).
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -141,4 +142,5 @@ def machine_key(pair: ModelPair) -> dict[str, str]:
         "draft": str(pair.source.get("draft", "")),
         "preset": str(pair.source.get("preset", "")),
         "dtype": f"{pair.verifier.dtype}/{pair.draft.dtype}",
+        "openmp_wait": "/".join(os.environ.get(name, "") for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")),
     }

@@ -37,6 +37,7 @@ from engine.drafters import make_drafter
 from engine.kv import KVBudget
 from engine.models.pair import ModelPair
 from engine.profiling.cost_profile import CostProfile
+from engine.profiling.lane_threads import release_openmp_pool
 from engine.profiling.prepare import cached_profile, needs_profile
 from engine.request import Request, RequestStatus
 from engine.sampling import SamplingRows, make_generator
@@ -105,10 +106,14 @@ class Engine(RowFailures, Driven, ABC):
         self._started = True
         if self.config.intra_op_threads is not None:
             torch.set_num_threads(self.config.intra_op_threads)
+        if cpu := self.pair.device.type == "cpu":
+            release_openmp_pool()  # this thread loaded and profiled the models; from now on the lanes compute
+        turns = cpu and self.arbiter.slots == 1 and len(self.composition) > 1
         for spec in self.composition:
             threads = self.budgets.threads[spec.name]
             self.lanes[spec.name] = Lane(spec, self.name, arbiter=self.arbiter, stream=self.streams[spec.name],
-                                         threads=threads, guard=self._guard, idle=self._idle)  # fmt: skip
+                                         threads=threads, guard=self._guard, idle=self._idle,
+                                         release_pool=turns)  # fmt: skip
         for lane in self.lanes.values():
             lane.thread.start()
         return self

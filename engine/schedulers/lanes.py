@@ -34,7 +34,7 @@ from typing import NamedTuple, Protocol
 import torch
 
 from engine.devices import LaneStream
-from engine.profiling.lane_threads import use_intra_op_threads
+from engine.profiling.lane_threads import release_openmp_pool, use_intra_op_threads
 from engine.schedulers.plan import PRIORITY, STARVATION_S, ArbiterRules, choose_lane
 
 __all__ = ["PRIORITY", "STARVATION_S", "ArbiterRules", "Lane", "LaneArbiter", "LaneSpec", "Work", "choose_lane"]
@@ -97,7 +97,8 @@ class Lane:
 
     ``guard`` wraps the loop (the engine's: a crash fails every live request); ``idle`` is called after a
     pass in which no work had anything to do. ``threads``: the lane's intra-op thread count, set first thing
-    on its own thread (None: the process's). Mutates ``busy_s`` as it works.
+    on its own thread (None: the process's). ``release_pool``: end the thread's OpenMP workers before giving a
+    turn back (``release_openmp_pool``: CPU lanes taking turns). Mutates ``busy_s`` as it works.
     """
 
     def __init__(
@@ -110,12 +111,14 @@ class Lane:
         threads: int | None,
         guard: Callable[[Callable[[], None]], Callable[[], None]],
         idle: Callable[[], None],
+        release_pool: bool = False,
     ) -> None:
         self.name = spec.name
         self.spec = spec
         self.stream = stream
         self.threads = threads
         self.busy_s = 0.0  # cumulative seconds spent working
+        self.release_pool = release_pool
         self._arbiter = arbiter
         self._idle = idle
         self.thread = threading.Thread(target=self._main(guard(self._pass)), name=f"{engine}-{spec.name}", daemon=True)
@@ -146,4 +149,6 @@ class Lane:
                 with self.stream.activate():
                     yield
             finally:
+                if self.release_pool:
+                    release_openmp_pool()  # inside the turn: the next lane's workers are then the only ones
                 self.busy_s += time.perf_counter() - start
