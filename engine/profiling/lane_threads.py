@@ -51,7 +51,7 @@ from pathlib import Path
 import torch
 
 log = logging.getLogger(__name__)
-OMP_PAUSE_SOFT = 1  # omp_pause_resource_t: free the threads, keep nothing that must be rebuilt but them
+OMP_PAUSE_SOFT = 1  # omp_pause_soft: end the worker threads; the next parallel region starts them again
 
 
 def use_intra_op_threads(threads: int) -> None:
