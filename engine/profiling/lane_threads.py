@@ -35,9 +35,11 @@ is already one thread too many on two cores. ``release_openmp_pool`` ends the
 calling thread's workers (``omp_pause_resource_all``); its next parallel
 region makes them again. An engine calls it where a thread stops computing
 for a while: the thread that starts it (it loaded and profiled the models),
-and on a CPU whose lanes take turns, every lane at the end of its turn, so
-the pool of the lane holding the turn is the only one
-(docs/results.md#openmp-workers-between-parallel-regions).
+and on a CPU whose lanes take turns, a lane at the end of a turn another lane
+is waiting for and on an idle pass, so the pool of the lane holding the turn
+is the only one. Starting the workers again costs about a scheduler time
+slice on a busy machine, so a lane running turn after turn alone keeps its
+workers (docs/results.md#openmp-workers-between-parallel-regions).
 """
 
 from __future__ import annotations

@@ -69,6 +69,10 @@ class LaneArbiter:
         self._passed: dict[str, int] = {}  # waiting lane -> turns granted to other lanes since then
         self._active = 0
 
+    def others_waiting(self) -> bool:
+        """Whether any lane is waiting for a turn (read without the lock: a hint, at worst one turn stale)."""
+        return bool(self._waiting)
+
     @contextmanager
     def turn(self, lane: str) -> Iterator[None]:
         with self._cond:
@@ -97,8 +101,10 @@ class Lane:
 
     ``guard`` wraps the loop (the engine's: a crash fails every live request); ``idle`` is called after a
     pass in which no work had anything to do. ``threads``: the lane's intra-op thread count, set first thing
-    on its own thread (None: the process's). ``release_pool``: end the thread's OpenMP workers before giving a
-    turn back (``release_openmp_pool``: CPU lanes taking turns). Mutates ``busy_s`` as it works.
+    on its own thread (None: the process's). ``release_pool`` (CPU lanes taking turns): end the thread's OpenMP
+    workers (``release_openmp_pool``) at the end of a turn another lane is waiting for, and on an idle pass, so
+    that only the lane computing holds workers; a lane running turn after turn alone keeps them. Mutates
+    ``busy_s`` as it works.
     """
 
     def __init__(
@@ -126,6 +132,8 @@ class Lane:
     def _pass(self) -> None:
         worked = [work.run(self) for work in self.spec.works]  # every work, each pass: none starves another
         if not any(worked):
+            if self.release_pool:
+                release_openmp_pool()  # an idle lane keeps no workers beside the lane computing
             self._idle()
 
     def _main(self, loop: Callable[[], None]) -> Callable[[], None]:
@@ -149,6 +157,6 @@ class Lane:
                 with self.stream.activate():
                     yield
             finally:
-                if self.release_pool:
+                if self.release_pool and self._arbiter.others_waiting():
                     release_openmp_pool()  # inside the turn: the next lane's workers are then the only ones
                 self.busy_s += time.perf_counter() - start

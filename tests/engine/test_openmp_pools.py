@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from engine.config import ControllerConfig, EngineConfig, LaneCompute
+from engine.devices import LaneStream
 from engine.profiling.lane_threads import release_openmp_pool, use_intra_op_threads
 from engine.schedulers import base, lanes
+from engine.schedulers.lanes import ArbiterRules, Lane, LaneArbiter, LaneSpec
 from engine.schedulers.registry import make_engine
 from tests.support.short_requests import run_short_requests
 
@@ -48,12 +50,12 @@ def test_release_ends_the_calling_threads_openmp_workers_and_the_next_region_sta
     [("pd", LaneCompute.TURNS, True), ("pdv", LaneCompute.TURNS, True), ("pdv", LaneCompute.AT_ONCE, False),
      ("baseline", LaneCompute.TURNS, False)],
 )  # fmt: skip
-def test_lanes_taking_turns_on_a_cpu_release_their_workers_after_every_turn(
+def test_lanes_taking_turns_on_a_cpu_release_their_workers(
     tiny_pair, monkeypatch, engine, compute, per_turn
 ):
-    calls = {"start": [], "turn": []}
+    calls = {"start": [], "lanes": []}
     monkeypatch.setattr(base, "release_openmp_pool", lambda: calls["start"].append(threading.current_thread().name))
-    monkeypatch.setattr(lanes, "release_openmp_pool", lambda: calls["turn"].append(threading.current_thread().name))
+    monkeypatch.setattr(lanes, "release_openmp_pool", lambda: calls["lanes"].append(threading.current_thread().name))
     config = EngineConfig(  # PDV pipelined: every lane takes turns
         drafter="ngram", controller=ControllerConfig(kind="fixed"), lane_compute=compute, hybrid_threshold=None
     )
@@ -62,6 +64,39 @@ def test_lanes_taking_turns_on_a_cpu_release_their_workers_after_every_turn(
     assert calls["start"] == [threading.current_thread().name]  # the starting thread's pool, once
     assert all(lane.release_pool is per_turn for lane in eng.lanes.values())
     if per_turn:
-        assert {f"{engine}-{name}" for name in eng.lanes} <= set(calls["turn"])
+        assert {f"{engine}-{name}" for name in eng.lanes} <= set(calls["lanes"])
     else:
-        assert calls["turn"] == []
+        assert calls["lanes"] == []
+
+
+def test_a_lane_releases_its_workers_at_the_end_of_a_turn_only_when_another_lane_waits(monkeypatch):
+    released = []
+    monkeypatch.setattr(lanes, "release_openmp_pool", lambda: released.append(threading.current_thread().name))
+    arbiter = LaneArbiter(slots=1, rules=ArbiterRules(2), backlog=dict)
+
+    def lane(name):
+        spec = LaneSpec(name, (), lambda: 0, lambda: 0)
+        return Lane(spec, "e", arbiter=arbiter, stream=LaneStream(torch.device("cpu")), threads=None,
+                    guard=lambda loop: loop, idle=lambda: None, release_pool=True)  # fmt: skip
+
+    decode, verify = lane("decode"), lane("verify")
+    with decode.turn():
+        pass  # alone: the next turn is likely its own, so it keeps its workers
+    assert released == []
+
+    holding, waited = threading.Event(), []
+
+    def verify_turn():
+        holding.wait(10)
+        with verify.turn():
+            waited.append(threading.current_thread().name)
+
+    other = threading.Thread(target=verify_turn, name="verify-thread")
+    other.start()
+    with decode.turn():
+        holding.set()
+        while not arbiter.others_waiting():
+            threading.Event().wait(0.001)
+    other.join(10)
+    assert released == [threading.current_thread().name]  # decode's thread, before verify's turn began
+    assert waited == ["verify-thread"]
