@@ -72,7 +72,7 @@ def _top2_gap(pair, prompt_ids: list[int], prefix: list[int]) -> float:
         try:
             logits = model(torch.tensor([prompt_ids + prefix], device=pair.device)).logits[0, -1].float()
         finally:
-            from engine.kv import ATTN_IMPLEMENTATION
+            from engine.attention import ATTN_IMPLEMENTATION
 
             model.set_attn_implementation(ATTN_IMPLEMENTATION)
     top = logits.topk(2).values

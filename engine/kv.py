@@ -1,4 +1,4 @@
-"""KV caches in one block pool per model, and the packed attention that reads them.
+"""KV caches in one block pool per model: the pool, each request's store of blocks, and the KV budget.
 
 Each model's keys and values live in one ``KVPool``: ``[layers, slots, kv
 heads, head dim]`` tensors cut into blocks of ``BLOCK_TOKENS`` slots. Every
@@ -9,42 +9,20 @@ is ever copied to grow it and no step recomputes a prefix. Rolling back
 rejected draft tokens is setting ``length`` back: positions past ``length`` are
 never read and are overwritten by the next write.
 
-A forward packs the new tokens of any set of requests into one row (batch size
-1, no padding) for the model's linear layers. Attention is one call per layer
-for the whole batch: ``StepIndex`` (built once per forward, shared by every
-layer) says where each new token's keys go in the pool, which slots each row
-reads, and how the packed queries spread into a padded ``[rows, longest new
-run]`` block with a bottom-right causal mask. Per layer that is a write into
-the pool, one gather of the rows' keys and values, one
-``scaled_dot_product_attention`` and one gather back: the same operators
-whatever the batch size. The mask is additive (0 or -inf, the pool's dtype),
-made once per forward: SDPA would otherwise turn a boolean mask into one in
-every layer. The gather copies the rows' prefixes once per layer;
-the measurements that chose it over a loop of per-request calls are in
-docs/results.md ("One attention call per layer").
-
-The attention function is registered with transformers' ``AttentionInterface``
-under ``ATTN_IMPLEMENTATION``; models switch to it with
-``model.set_attn_implementation(ATTN_IMPLEMENTATION)``. Models without a mask
-function for this name get no mask built by transformers, which is what we
-want: ``StepIndex`` holds the mask.
+The packed attention that reads the pool is ``engine.attention``.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
-import torch.nn.functional as F
-from transformers import AttentionInterface
 
 from engine import devices
 from engine.shared_lock import SharedExclusiveLock
-from engine.transfers import upload
 
-ATTN_IMPLEMENTATION = "pdv_packed"
 BLOCK_TOKENS = 16  # slots per block: small enough that a store wastes < 16 slots, large enough for short tables
 ZERO_SLOT = 0  # never handed out and never written: padded reads point here, and zeros keep the padding finite
 FIRST_POOL_BLOCKS = 64  # a pool starts at 1,024 slots and doubles when admission needs more
@@ -181,111 +159,6 @@ class KVStore:
     def free(self) -> None:
         """Return the blocks to the pool now; the store must not be used afterwards."""
         self._finalizer()
-
-
-class StepIndex(NamedTuple):
-    """Where a packed forward's tokens go and what they read, built once per forward for every layer.
-
-    B = rows, N = packed new tokens, Q = the longest row's new tokens, K = the longest row's end.
-    """
-
-    write_slots: torch.Tensor  # [N] long: pool slot of each new token's key/value
-    position_ids: torch.Tensor  # [1, N] long: absolute position of each new token
-    read_slots: torch.Tensor  # [B * K] long: slots of each row's keys 0..end-1, ZERO_SLOT beyond
-    query_index: torch.Tensor  # [B * Q] long: packed token at each padded query position (0 for padding)
-    output_index: torch.Tensor  # [N] long: padded position of each packed token
-    mask: torch.Tensor  # [B, 1, Q, K] additive, the pool's dtype: 0 where query i of row b sees key j
-    # (j <= past_b + i; a padded query sees key 0), -inf elsewhere
-    rows: int
-    width: int  # Q
-    span: int  # K
-
-
-def step_index(stores: list[KVStore], num_tokens: list[int], device: torch.device) -> StepIndex:
-    """The index tensors of one packed forward: one host-to-device copy, then device arithmetic.
-
-    The host packs every row's (past, new tokens) and block table into one
-    tensor, so a GPU sees one upload per forward however many rows there are.
-    """
-    rows = len(stores)
-    pasts = [s.length for s in stores]
-    width = max(num_tokens)
-    span = max(p + n for p, n in zip(pasts, num_tokens, strict=True))
-    table_width = -(-span // BLOCK_TOKENS)
-    host = [*pasts, *num_tokens]
-    for s in stores:
-        host += s.blocks[:table_width] + [0] * (table_width - min(table_width, len(s.blocks)))
-    packed = upload(host, device)
-    past, count = packed[:rows], packed[rows : 2 * rows]
-    table = packed[2 * rows :].view(rows, table_width)  # [B, blocks]
-    end = past + count
-
-    key_pos = torch.arange(span, device=device)  # [K]
-    slots = table[:, key_pos // BLOCK_TOKENS] * BLOCK_TOKENS + key_pos % BLOCK_TOKENS  # [B, K]
-    read_slots = torch.where(key_pos < end.unsqueeze(1), slots, ZERO_SLOT).view(-1)
-
-    query_pos = torch.arange(width, device=device)  # [Q]
-    starts = torch.cumsum(count, 0) - count  # [B] packed index of each row's first new token
-    real_query = query_pos < count.unsqueeze(1)  # [B, Q]
-    query_index = torch.where(real_query, starts.unsqueeze(1) + query_pos, 0).view(-1)
-    sees = key_pos <= (past.unsqueeze(1) + query_pos).unsqueeze(2)  # [B, Q, K]
-    sees |= ~real_query.unsqueeze(2) & (key_pos == 0)  # a padded query attends to key 0: no all-masked row (NaN)
-
-    mask = torch.zeros(sees.shape, dtype=stores[0].dtype, device=device).masked_fill_(~sees, float("-inf"))
-
-    row_of_token = torch.repeat_interleave(torch.arange(rows, device=device), count)  # [N]
-    offset = torch.arange(row_of_token.shape[0], device=device) - starts[row_of_token]  # [N] i within its row
-    positions = past[row_of_token] + offset
-    write_slots = slots[row_of_token, positions]
-    return StepIndex(
-        write_slots=write_slots,
-        position_ids=positions.unsqueeze(0),
-        read_slots=read_slots,
-        query_index=query_index,
-        output_index=row_of_token * width + offset,
-        mask=mask.unsqueeze(1),
-        rows=rows,
-        width=width,
-        span=span,
-    )
-
-
-class PackedBatch(NamedTuple):
-    """What ``packed_attention`` needs besides the layer's own tensors."""
-
-    pool: KVPool
-    index: StepIndex
-
-
-def packed_attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,  # [1, H, N, D]   N = total new tokens of all rows
-    key: torch.Tensor,  # [1, H_kv, N, D] new keys, RoPE applied
-    value: torch.Tensor,  # [1, H_kv, N, D]
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    packed_batch: PackedBatch | None = None,
-    **kwargs,
-) -> tuple[torch.Tensor, None]:
-    if packed_batch is None:
-        raise RuntimeError(f"{ATTN_IMPLEMENTATION} attention needs packed_batch=...; use engine.runner.ModelRunner")
-    pool, ix = packed_batch
-    layer = module.layer_idx
-    keys, values = pool.keys[layer], pool.values[layer]  # [slots, H_kv, D]
-    keys.index_copy_(0, ix.write_slots, key[0].transpose(0, 1))
-    values.index_copy_(0, ix.write_slots, value[0].transpose(0, 1))
-    heads, kv_heads, dim = query.shape[1], key.shape[1], query.shape[3]
-    k = keys.index_select(0, ix.read_slots).view(ix.rows, ix.span, kv_heads, dim).transpose(1, 2)  # [B, H_kv, K, D]
-    v = values.index_select(0, ix.read_slots).view(ix.rows, ix.span, kv_heads, dim).transpose(1, 2)
-    q = query[0].transpose(0, 1).index_select(0, ix.query_index)  # [B * Q, H, D]
-    q = q.view(ix.rows, ix.width, heads, dim).transpose(1, 2)  # [B, H, Q, D]
-    o = F.scaled_dot_product_attention(q, k, v, attn_mask=ix.mask, scale=scaling, enable_gqa=True)  # [B, H, Q, D]
-    out = o.transpose(1, 2).reshape(ix.rows * ix.width, heads, dim).index_select(0, ix.output_index)  # [N, H, D]
-    return out.unsqueeze(0), None  # [1, N, H, D]
-
-
-AttentionInterface.register(ATTN_IMPLEMENTATION, packed_attention)
 
 
 class KVBudget:

@@ -7,7 +7,8 @@ from enum import StrEnum
 import torch
 from transformers import PreTrainedModel
 
-from engine.kv import ATTN_IMPLEMENTATION, KVPool, KVStore, PackedBatch, step_index
+from engine.attention import ATTN_IMPLEMENTATION, GROUP_OVERHEAD, PackedBatch, step_index
+from engine.kv import KVPool, KVStore
 from engine.models.cpu_linear import chosen_backend, route_linears
 
 
@@ -44,6 +45,7 @@ class ModelRunner:
         decoder = getattr(model, "model", model)
         self.dtype = next(getattr(decoder, "layers", decoder).parameters()).dtype
         self.pool = KVPool(self.num_layers, self.num_kv_heads, self.head_dim, self.dtype, self.device)
+        self.group_overhead = GROUP_OVERHEAD  # how readily attention splits a batch (engine.attention)
 
     def new_store(self, capacity: int) -> KVStore:
         """A store of ``capacity`` positions in this model's pool (its blocks return when it is dropped)."""
@@ -69,7 +71,7 @@ class ModelRunner:
             for store in stores:
                 for fence in store.take_fences():  # CUDA: the blocks' previous users are done with them
                     self.pool.backend.current_stream(self.device).wait_event(fence)
-            index = step_index(stores, num_tokens, self.device)
+            index = step_index(stores, num_tokens, self.device, self.group_overhead)
             logits = self.model(
                 input_ids=input_ids.unsqueeze(0),
                 position_ids=index.position_ids,

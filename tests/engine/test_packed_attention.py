@@ -5,7 +5,8 @@ import gc
 import pytest
 import torch
 
-from engine.kv import ATTN_IMPLEMENTATION, BLOCK_TOKENS, FIRST_POOL_BLOCKS, KVStore
+from engine.attention import ATTN_IMPLEMENTATION
+from engine.kv import BLOCK_TOKENS, FIRST_POOL_BLOCKS, KVStore
 from engine.runner import ModelRunner
 from workloads.bench.forward_cost import OperatorCounter
 

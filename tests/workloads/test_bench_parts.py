@@ -12,7 +12,7 @@ import pytest
 
 from engine.config import ENGINES
 from metrics.runs import list_run_dirs
-from workloads.bench import drafters, forward_cost, lanes, load, overhead, single, suffix
+from workloads.bench import drafters, forward_cost, lanes, load, overhead, padding, single, suffix
 from workloads.bench.common import read_csv
 from workloads.bench.run import main
 
@@ -235,6 +235,15 @@ def test_forward_cost_times_a_large_batch_with_a_few_rows_wider(tmp_path):
     cases = {(f"forward_ms_{k}_wide", str(w)) for k, w in forward_cost.WIDTHS}
     assert {(r["metric"], r["tokens"]) for r in rows} == cases
     assert {r["rows"] for r in rows} == {str(forward_cost.WIDE_BATCH)} and all(float(r["value"]) > 0 for r in rows)
+
+
+def test_forward_cost_times_the_load_prompts_in_attention_groups_against_one_padded_call(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "forward-cost", "--forward-cost-measures", "padding")
+    rows = {(r["metric"], r["tokens"]): float(r["value"]) for r in read_csv(out / "forward-cost" / "forward-cost.csv")}
+    names = [padding._name(o) for o in padding.OVERHEADS]
+    assert set(rows) == {(f"{m}_{n}", t) for m in ("padded_ms", "groups") for n in names for t in ("1", "5")}
+    assert all(rows[(f"padded_ms_{n}", t)] > 0 for n in names for t in ("1", "5"))
+    assert rows[("groups_one", "1")] == 1 and rows[("groups_0", "1")] > 1  # the held-out prompts differ in length
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,8 @@ It measures, for the record in docs/results.md (``--forward-cost-measures``):
   with k rows of w tokens (``WIDTHS``: the shapes a drafting step at that batch
   verifies), the cases interleaved in every repeat; rows are labelled ``rows``
   = the batch, ``tokens`` = w, metric ``forward_ms_<k>_wide``;
+* ``padding`` – **the attention's groups against one padded call** over the
+  load sweep's prompts (``workloads.bench.padding``);
 * ``profile`` – **where the C = 32 step's time goes**: ``torch.profiler`` (CPU,
   with shapes) over ``PROFILED`` forwards of that step, each aten operator's own
   time per forward put in one ``Cost`` class (``cost_of``), and the rest of the
@@ -46,8 +48,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from engine.config import flag
 from engine.models.pair import ModelPair, load_model_pair
 from engine.runner import ModelRunner
-from workloads.bench.common import BenchContext, Listed, PartResult, comma_list
+from workloads.bench.common import BenchContext, Listed, PartResult, comma_list, held_out
 from workloads.bench.hardware import FULL, QUICK, kv_bytes, matmul_flops, read_bandwidth
+from workloads.bench.padding import PADDED_ROWS, padding_rows
 
 CONTEXT = 128  # cached tokens per row, as the cost profile uses
 ROWS = (1, 8, 32)
@@ -64,6 +67,7 @@ class Measure(Enum):
     STEP = "step"  # the --preset verifier's step against the machine's matmul and read rates
     PROFILE = "profile"  # the --preset verifier's C = 32 step, per class of operator (torch.profiler)
     WIDTHS = "widths"  # the --preset verifier at 16 rows with a few rows wider than one token (a drafting step)
+    PADDING = "padding"  # the --preset verifier over the load sweep's prompts, per attention group overhead
 
 
 class Cost(Enum):
@@ -92,7 +96,9 @@ class ForwardCostOptions:
     measures: tuple[Measure, ...] = field(
         default=Listed((Measure.HOST, Measure.STEP)),
         metadata=flag(
-            "--forward-cost-measures", comma_list(Measure, "measures"), "comma list of host, step, profile, widths"
+            "--forward-cost-measures",
+            comma_list(Measure, "measures"),
+            "comma list of host, step, profile, widths, padding",
         ),
     )
     csv: Path | None = field(
@@ -306,6 +312,9 @@ def run(ctx: BenchContext) -> PartResult:
         rows += profile_rows(o.label, o.round, ctx.pair)
     if Measure.WIDTHS in o.measures:
         rows += widths_rows(o.label, o.round, ctx.pair, QUICK_REPEATS if quick else REPEATS)
+    if Measure.PADDING in o.measures:
+        trace = held_out(ctx, PADDED_ROWS, 1)
+        rows += padding_rows(o.label, o.round, ctx.pair, trace, QUICK_REPEATS if quick else REPEATS)
     append_csv(path, rows)
     table = path.with_suffix(".md")
     table.write_text(render(path) + "\n")
