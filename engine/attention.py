@@ -46,8 +46,8 @@ from engine.kv import BLOCK_TOKENS, ZERO_SLOT, KVPool, KVStore
 from engine.transfers import upload
 
 ATTN_IMPLEMENTATION = "pdv_packed"
-# A group's fixed cost in padded-cost units (see ``padded_cost``): about what 16 rows x 60 keys of decode padding
-# cost, from the smol verifier on the 2-core CPU (docs/results.md, "Padding in the packed attention")
+# a group's fixed cost in padded-cost units (``padded_cost``; 16 decode rows x 64 keys): on the smol verifier over
+# the load prompts, 512 to 8,192 measured level and 0 no better (docs/results.md, "Padding in the packed attention")
 GROUP_OVERHEAD = 2048
 MAX_GROUPS = 4
 
