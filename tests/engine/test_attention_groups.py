@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.attention import attention_groups, padded_cost
+from tests.support.packed import forward_tokens, packed_and_alone
 from workloads.bench.forward_cost import OperatorCounter
 
 
@@ -50,11 +51,6 @@ def test_every_row_is_in_exactly_one_group_and_groups_are_bounded(rows, overhead
     assert cost + overhead * (len(groups) - 1) <= one  # every split taken paid for its group
 
 
-def _forward(runner, stores, token_lists):
-    ids = torch.tensor([t for tokens in token_lists for t in tokens])
-    return runner.forward(stores, ids, [len(t) for t in token_lists], torch.arange(ids.shape[0]))
-
-
 @pytest.mark.parametrize("overhead", [0, 10**9])  # as many groups as allowed, and one group
 def test_a_forward_in_groups_equals_each_row_alone(tiny_pair, monkeypatch, overhead):
     runner = tiny_pair.verifier
@@ -62,17 +58,10 @@ def test_a_forward_in_groups_equals_each_row_alone(tiny_pair, monkeypatch, overh
     gen = torch.Generator().manual_seed(11)
     prompts = [torch.randint(0, 256, (n,), generator=gen).tolist() for n in (3, 300, 17, 1, 120, 40)]
     news = [torch.randint(0, 256, (n,), generator=gen).tolist() for n in (5, 1, 3, 2, 5, 1)]
-    together = [runner.new_store(320) for _ in prompts]
-    _forward(runner, together, prompts)  # a prefill of rows 1-300 tokens long, in groups too
-    packed = _forward(runner, together, news)
-    alone = []
-    for prompt, new in zip(prompts, news, strict=True):
-        store = runner.new_store(320)
-        _forward(runner, [store], [prompt])
-        alone.append(_forward(runner, [store], [new]))
+    packed, alone = packed_and_alone(runner, prompts, news, 320)  # the prefill of rows 1-300 long runs in groups too
     # the tolerance of test_packed_attention: GEMMs and SDPA of other shapes sum in other orders
-    torch.testing.assert_close(packed, torch.cat(alone), rtol=1e-4, atol=2e-4)
-    assert packed.argmax(-1).tolist() == torch.cat(alone).argmax(-1).tolist()
+    torch.testing.assert_close(packed, alone, rtol=1e-4, atol=2e-4)
+    assert packed.argmax(-1).tolist() == alone.argmax(-1).tolist()
 
 
 def test_operators_per_layer_are_bounded_by_the_groups_not_the_rows(tiny_pair, monkeypatch):
@@ -81,8 +70,8 @@ def test_operators_per_layer_are_bounded_by_the_groups_not_the_rows(tiny_pair, m
     counts = {}
     for rows in (8, 32):
         stores = [runner.new_store(20 * rows + 2) for _ in range(rows)]
-        _forward(runner, stores, [[7] * (1 + 20 * r) for r in range(rows)])  # every row a different length
+        forward_tokens(runner, stores, [[7] * (1 + 20 * r) for r in range(rows)])  # every row a different length
         with OperatorCounter() as counter:
-            _forward(runner, stores, [[9] for _ in range(rows)])
+            forward_tokens(runner, stores, [[9] for _ in range(rows)])
         counts[rows] = counter.total
     assert counts[8] == counts[32], counts
