@@ -153,12 +153,12 @@ def step_index(
     offset = torch.arange(row_of_token.shape[0], device=device) - starts[row_of_token]  # [N] i within its row
     positions = past[row_of_token] + offset
     block = table[row_of_token, positions // BLOCK_TOKENS]
-    first = 0
+    first, dtype = 0, stores[0].dtype
     indexes = []
     for n, width, span in shapes:
         members = sorted_rows[first : first + n]
         first += n
-        indexes.append(_group(past[members], count[members], starts[members], table[members], width, span, stores))
+        indexes.append(_group(past[members], count[members], starts[members], table[members], width, span, dtype))
     return StepIndex(
         write_slots=block * BLOCK_TOKENS + positions % BLOCK_TOKENS,
         position_ids=positions.unsqueeze(0),
@@ -167,7 +167,8 @@ def step_index(
     )
 
 
-def _group(past, count, starts, table, width: int, span: int, stores: list[KVStore]) -> GroupIndex:
+def _group(past, count, starts, table, width: int, span: int, dtype: torch.dtype) -> GroupIndex:
+    """One group's index tensors from its rows' pasts, new-token counts, first packed tokens and block tables."""
     device = past.device
     end = past + count
     key_pos = torch.arange(span, device=device)  # [K]
@@ -178,7 +179,7 @@ def _group(past, count, starts, table, width: int, span: int, stores: list[KVSto
     query_index = torch.where(real_query, starts.unsqueeze(1) + query_pos, 0).view(-1)
     sees = key_pos <= (past.unsqueeze(1) + query_pos).unsqueeze(2)  # [R, Q, K]
     sees |= ~real_query.unsqueeze(2) & (key_pos == 0)  # a padded query attends to key 0: no all-masked row (NaN)
-    mask = torch.zeros(sees.shape, dtype=stores[0].dtype, device=device).masked_fill_(~sees, float("-inf"))
+    mask = torch.zeros(sees.shape, dtype=dtype, device=device).masked_fill_(~sees, float("-inf"))
     return GroupIndex(read_slots, query_index, mask.unsqueeze(1), past.shape[0], width, span)
 
 
