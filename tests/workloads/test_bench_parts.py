@@ -163,8 +163,8 @@ def test_drafters_identical_output_check_fails_when_one_setup_differs(tmp_path, 
     assert "Different: ngram L4 (mtbench coding, round 0)" in notes_of(out, drafters.NAME)[0]
 
 
-SUFFIX_RUNS = ["round", "set", "concurrency", "setup", "prompts", "output_tok_s", "acceptance", "tree_tokens",
-               "tree_sequences", "tree_nodes", "identical"]  # fmt: skip
+SUFFIX_RUNS = ["round", "set", "concurrency", "setup", "prompts", "output_tok_s", "arrival_tok_s", "drain_s",
+               "acceptance", "tree_tokens", "tree_sequences", "tree_nodes", "identical"]  # fmt: skip
 
 
 def test_suffix_writes_its_warmup_then_appends_each_calls_rounds(tmp_path):
@@ -183,6 +183,25 @@ def test_suffix_writes_its_warmup_then_appends_each_calls_rounds(tmp_path):
         (s, d, "2") for s in ("sharegpt", "coding") for d in suffix.SETUPS
     }
     assert "Every output equal to ar's: True." in notes_of(out, suffix.NAME)
+
+
+def test_suffix_keeps_rows_of_an_earlier_layout_and_summarises_the_new_columns_where_present(tmp_path):
+    """A runs.csv written before the arrival-phase columns existed gains them empty; the summary reads them
+    from the rows that have them."""
+    old = {"round": "0", "set": "coding", "concurrency": "4", "prompts": "8", "acceptance": "", "tree_tokens": "",
+           "tree_sequences": "", "tree_nodes": "", "identical": "True"}  # fmt: skip
+    rows = [old | {"setup": "ar", "output_tok_s": "10"}, old | {"setup": "suffix", "output_tok_s": "12"}]
+    new = {**old, "round": "1"}
+    rows += [new | {"setup": "ar", "output_tok_s": "10", "arrival_tok_s": "20", "drain_s": "0.5"},
+             new | {"setup": "suffix", "output_tok_s": "9", "arrival_tok_s": "21", "drain_s": "2.0"}]  # fmt: skip
+    path = tmp_path / "runs.csv"
+    suffix.write_table(path, rows)
+    written = read_csv(path)
+    assert list(written[0])[-2:] == ["arrival_tok_s", "drain_s"] and written[0]["drain_s"] == ""
+    (row,) = [r for r in suffix.summarise(written) if r["drafter"] == "suffix"]
+    assert row["x AR (median)"] == pytest.approx(1.05)  # 1.2 and 0.9
+    assert row["x AR while arriving (median)"] == pytest.approx(1.05)  # round 1 alone: 21 / 20
+    assert row["drain s (median)"] == pytest.approx(2.0)
 
 
 def suffix_drafting(spec) -> bool:

@@ -43,6 +43,7 @@ from pathlib import Path
 from engine.config import ControllerConfig, EngineConfig, EngineName, SamplingParams, flag
 from engine.profiling import prepare_profiles
 from engine.request import Request
+from metrics.phases import phases
 from metrics.rounds import IntervalKind, interval
 from workloads.bench.common import (
     HELD_OUT,
@@ -178,8 +179,11 @@ def measure(pair, setup: str, warmup: Path, warm_prompt: list[int], trace: Trace
     spec = RunSpec(engine, ClosedLoop(c), RunSettings(config, greedy(max_new), warmup=0))
     result = replay(pair, trace, spec, RunHooks(engine_factory=factory))
     tree = engines[0].stats().suffix_tree
+    phase = phases(result.requests)
     return {
         "output_tok_s": result.summary.output_tok_s,
+        "arrival_tok_s": phase.arrival_tok_s if phase else None,
+        "drain_s": phase.drain_s if phase else None,
         "acceptance": result.summary.acceptance_rate,
         "outputs": [list(r.output_token_ids) for r in result.requests],
         "tree_tokens": tree.tokens if tree else None,
@@ -188,18 +192,35 @@ def measure(pair, setup: str, warmup: Path, warm_prompt: list[int], trace: Trace
     }
 
 
+def _ratios(rows: list[dict], ar: list[dict], column: str) -> list[float]:
+    """Each of ``rows``' ``column`` over AR's in the same round, set and load (rows without it skipped)."""
+    base = {(r["set"], r["concurrency"], r["round"]): r.get(column) for r in ar}
+    return [
+        float(r[column]) / float(b)
+        for r in rows
+        if r.get(column) not in (None, "")
+        and (b := base.get((r["set"], r["concurrency"], r["round"]))) not in (None, "")
+    ]
+
+
+def _median(rows: list[dict], column: str) -> float | str:
+    values = [float(r[column]) for r in rows if r.get(column) not in (None, "")]
+    return round(statistics.median(values), 3) if values else ""
+
+
 def summarise(rows: list[dict]) -> list[dict]:
-    """Per (set, load, setup): median tokens/s and ratio to AR in the same round, with min–max and repeat-run."""
-    ar = {(r["set"], r["concurrency"], r["round"]): float(r["output_tok_s"]) for r in rows if r["setup"] == "ar"}
+    """Per (set, load, setup): median tokens/s and ratio to AR in the same round, with min–max and repeat-run;
+    the same ratio over the arrival phase alone (``metrics.phases``) and the drain's median length."""
+    ar = [r for r in rows if r["setup"] == "ar"]
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["set"], int(r["concurrency"]), r["setup"]), []).append(r)
     table = []
     for (name, c, setup), rs in sorted(groups.items(), key=lambda kv: (SETS.index(kv[0][0]), kv[0][1], kv[0][2])):
-        ratios = [float(r["output_tok_s"]) / ar[k] for r in rs if (k := (r["set"], r["concurrency"], r["round"])) in ar]
+        ratios = _ratios(rs, ar, "output_tok_s")
+        arriving = _ratios(rs, ar, "arrival_tok_s")
         trees = [int(r["tree_tokens"]) for r in rs if r["tree_tokens"] not in (None, "")]
         nodes = [int(r["tree_nodes"]) for r in rs if r["tree_nodes"] not in (None, "")]
-        accepts = [float(r["acceptance"]) for r in rs if r["acceptance"] not in (None, "")]
         repeat = interval(ratios, IntervalKind.REPEAT_RUN)
         table.append(
             {
@@ -211,7 +232,10 @@ def summarise(rows: list[dict]) -> list[dict]:
                 "x AR (median)": round(statistics.median(ratios), 3) if ratios else "",
                 "x AR (min-max)": f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "",
                 "x AR (repeat run)": f"{repeat.lo:.2f}-{repeat.hi:.2f}" if repeat and repeat.rounds > 1 else "",
-                "acceptance": round(statistics.median(accepts), 3) if accepts else "",
+                "x AR while arriving (median)": round(statistics.median(arriving), 3) if arriving else "",
+                "x AR while arriving (min-max)": f"{min(arriving):.2f}-{max(arriving):.2f}" if arriving else "",
+                "drain s (median)": _median(rs, "drain_s"),
+                "acceptance": _median(rs, "acceptance"),
                 "same output as AR": all(r["identical"] in (True, "True") for r in rs),
                 "tree tokens at end": max(trees) if trees else "",
                 "tree nodes at end": max(nodes) if nodes else "",
@@ -261,8 +285,10 @@ def run(ctx: BenchContext) -> PartResult:
 
 
 def write_table(path: Path, rows: list[dict]) -> None:
-    """``rows`` as CSV, the columns of the first row (the files' layout since the benchmark's first call)."""
+    """``rows`` as CSV: every column any row has, in the order they first appear (rows of an earlier layout
+    leave the columns added since empty)."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
     with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(fh, fieldnames=columns, restval="")
         writer.writeheader()
         writer.writerows(rows)
