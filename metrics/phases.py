@@ -28,8 +28,9 @@ class Phases(NamedTuple):
 
     @property
     def arrival_tok_s(self) -> float | None:
-        """Output tokens per second while requests still arrived; None for a run whose requests arrived at once."""
-        return self.arrival_tokens / self.arrival_s if self.arrival_s > 0 else None
+        """Output tokens per second while requests still arrived; None where no token came before the last
+        arrival (a run whose requests all arrived at once, or within its first step)."""
+        return self.arrival_tokens / self.arrival_s if self.arrival_tokens > 0 else None
 
 
 def phases(requests: Sequence[Request]) -> Phases | None:

@@ -34,9 +34,11 @@ def test_requests_that_end_one_by_one_after_the_last_arrival_drain_from_the_firs
     assert p.drain_s == pytest.approx(7.0 - 4.0)
 
 
-def test_a_run_whose_requests_all_arrived_at_once_has_no_arrival_rate():
+def test_a_run_whose_requests_all_arrived_before_any_token_has_no_arrival_rate():
     p = phases([request(1.0, [2.0]), request(1.0, [3.0])])
     assert p.arrival_tok_s is None and p.drain_s == pytest.approx(1.0)
+    apart = phases([request(1.0, [2.0]), request(1.001, [3.0])])  # a closed loop's first C, submitted in turn
+    assert apart.arrival_tok_s is None
 
 
 def test_nothing_to_measure_without_arrivals_or_ends():
