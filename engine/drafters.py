@@ -62,13 +62,15 @@ class Drafter:
         self.suffix = suffix  # holds the global tree: one per engine, for as long as the engine runs
 
     def lookups(self, seqs: list[Sequence], caps: list[int]) -> list[Proposal]:
-        """Each row's model-free proposal of at most ``caps[b]`` tokens (``NO_PROPOSAL`` where nothing matches)."""
+        """Each row's model-free proposal of at most ``caps[b]`` tokens (``NO_PROPOSAL`` where nothing matches, or
+        where the cap is 0: nothing is looked up for that row)."""
+        rows = zip(seqs, caps, strict=True)
         if self.suffix is not None:
-            return [self.suffix.propose(context_of(seq), cap) for seq, cap in zip(seqs, caps, strict=True)]
+            return [self.suffix.propose(context_of(s), c) if c else NO_PROPOSAL for s, c in rows]
         if self.lookup is None:
             return [NO_PROPOSAL] * len(seqs)
         min_n, max_n = self.lookup
-        return [row_lookup(seq, min_n, max_n, cap) for seq, cap in zip(seqs, caps, strict=True)]
+        return [row_lookup(s, min_n, max_n, c) if c else NO_PROPOSAL for s, c in rows]
 
     def source(self, found: Proposal) -> DraftSource | None:
         """Where a row's proposal would come from, or ``None`` when it can get none."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.config import EngineConfig
 from workloads.bench.common import read_csv
-from workloads.bench.lane_modes import NAME, SUMMARY, LaneModesOptions, competitors, record
+from workloads.bench.lane_modes import NAME, SUMMARY, LaneModesOptions, competitors, group_name, record
 from workloads.bench.parts import PARTS, SUITE, parse_parts
 from workloads.bench.run import main, part_options
 
@@ -20,6 +20,13 @@ def test_its_flags_are_read_into_its_options():
     argv = ["--parts", "lane-modes", "--lane-modes-concurrency", "16", "--lane-modes-requests", "12",
             "--lane-modes-max-new-tokens", "24"]  # fmt: skip
     assert part_options(LaneModesOptions, argv) == LaneModesOptions(concurrency=16, requests=12, max_new_tokens=24)
+    model = part_options(LaneModesOptions, [*argv, "--lane-modes-drafter", "model"])
+    assert model.drafter == "model" and LaneModesOptions().drafter == EngineConfig().drafter
+
+
+def test_a_load_point_with_another_drafter_than_the_default_is_its_own_group():
+    assert group_name(LaneModesOptions(concurrency=4)) == "C=4"
+    assert group_name(LaneModesOptions(concurrency=4, drafter="model")) == "C=4, model"
 
 
 def test_the_quick_part_runs_every_competitor_with_outputs_equal_to_ars_and_writes_its_table(tmp_path):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from engine.config import EngineConfig, LaneCompute, SamplingParams, flag
+from engine.config import DRAFTERS, EngineConfig, LaneCompute, SamplingParams, flag
 from workloads.bench.common import (
     BenchContext,
     Listed,
@@ -79,6 +79,10 @@ class LaneModesOptions:
         default=Listed(DEFAULT_LABELS),
         metadata=flag("--lane-modes-competitors", comma_list(one_of(LABELS), "competitors"), "comma list"),
     )
+    drafter: str = field(
+        default=EngineConfig.drafter,
+        metadata=flag("--lane-modes-drafter", str, "every speculative competitor's drafter", choices=DRAFTERS),
+    )
 
     def __post_init__(self) -> None:
         for name in ("concurrency", "requests", "max_new_tokens"):
@@ -119,15 +123,21 @@ def competitors(base: EngineConfig, labels: tuple[str, ...] = DEFAULT_LABELS) ->
     return tuple(c for c in catalogue if c.label in labels)
 
 
+def group_name(options: LaneModesOptions) -> str:
+    """A load point's name in the table: its C, and its drafter where that is not the default."""
+    default = options.drafter == EngineConfig.drafter
+    return f"C={options.concurrency}" + ("" if default else f", {options.drafter}")
+
+
 def measure(ctx: BenchContext, options: LaneModesOptions, trace: Trace) -> list[dict[str, Any]]:
     """Every competitor once per round, in rotating order: one row per round and competitor."""
     params = SamplingParams(max_new_tokens=options.max_new_tokens, seed=0)
-    group = f"C={options.concurrency}"
+    group = group_name(options)
     load_start = os.getloadavg()[0]
     rows = []
     for round_ in range(ctx.settings.rounds):
         outputs: dict[str, list[list[int]]] = {}
-        for comp in rotated(competitors(EngineConfig(), options.labels), round_):
+        for comp in rotated(competitors(EngineConfig(drafter=options.drafter), options.labels), round_):
             settings = RunSettings(config=comp.config, params=params)
             plan = SweepPlan((comp.engine,), (ClosedLoop(options.concurrency),), settings)
             (result,) = run_sweep(ctx.pair, trace, plan, None)
