@@ -134,12 +134,6 @@ class DraftLengthController:
         self.changes.append(LengthChange(time.perf_counter(), self._length, new, reason))
         self._length = new
 
-    def settled_plain(self, batch: int) -> bool:
-        """Whether the next step of ``batch`` rows is plain whatever its rows could draft, so that the engine
-        need not look for proposals nor ask for lengths; such a step is then one the controller counts as
-        plain. Never, by default."""
-        return False
-
     def lengths(self, signals: LoadSignals, options: list[RowOption]) -> list[int]:
         """Each row's draft length for the next step: the controller's L, within what the row can take."""
         length = self.next_length(signals)

@@ -47,13 +47,6 @@ to keep measuring). This
 catches what no term of the model does: choosing the best of many noisy
 acceptance estimates picks the luckiest ones, so the model is optimistic
 exactly about the drafts it chooses.
-
-A step that the model or the check turned plain although its rows had
-proposals *settles* plain steps at that batch size and above until the next
-probe is due (``settled_plain``): the engine then skips the lookups and the
-search, which at a large batch, where drafting seldom pays, cost a few per
-cent of a plain step (each row's suffix match, and the search's rate
-evaluations). A smaller batch, where drafting is cheaper, asks again.
 """
 
 from __future__ import annotations
@@ -180,7 +173,6 @@ class CostController(DraftLengthController):
         self._drafting = 0  # steps in a row given proposals
         self.plain, self.drafted = Realised(), Realised()  # how far each kind of step fell from the model
         self._plain_run = 0  # steps in a row without proposals
-        self._settled: int | None = None  # batch size at which proposals were last turned down; None: not settled
 
     def forward_s(self, batch: int, extra_tokens: float, model_rows: int, model_len: int) -> float:
         """The profile's time for one step's forwards: ``model_len`` draft positions, then one verify."""
@@ -205,16 +197,6 @@ class CostController(DraftLengthController):
                 by_source.setdefault(row.source, []).append((row.drafted, row.accepted))
         for source, rows in by_source.items():
             self._counts.setdefault(source, PositionCounts(self.config.max_len)).add(rows)
-
-    def settled_plain(self, batch: int) -> bool:
-        with self._lock:
-            settled = self._settled is not None and batch >= self._settled and self._plain_run + 1 < PROBE_EVERY
-            if settled:  # counted as the plain step it is: the probe stays due after PROBE_EVERY of them
-                self._plain_run += 1
-                self._drafting = 0
-                for source in self._idle:
-                    self._idle[source] += 1
-            return settled
 
     def allowed(self) -> list[int]:
         cfg = self.config
@@ -253,8 +235,6 @@ class CostController(DraftLengthController):
             for source in sources:
                 self._idle[source] = self._idle.get(source, 0) + 1 if choice[source] == 0 else 0
             lens = [min(choice[o.source], o.cap) if o.source is not None else 0 for o in options]
-            # turned down although some row could draft: plain until the next probe at this batch size or above
-            self._settled = len(options) if not any(lens) and any(o.cap for o in options) else None
             self._plain_run = 0 if any(lens) else self._plain_run + 1
             self._drafting = self._drafting + 1 if any(lens) else 0
             if self._drafting > PLAIN_EVERY:

@@ -256,10 +256,10 @@ class Engine(RowFailures, Driven, ABC):
         """Find lookups, choose each row's L with the controller, and draft a block for ``seqs``."""
         rows = SamplingRows.of(seqs, self.pair.device)
         start = time.perf_counter()
-        speculative = self.speculative and not self.controller.settled_plain(len(seqs))
-        caps = draft_lengths(seqs, self.config.controller.max_len if speculative else 0)
-        found, lens = self.drafter.lookups(seqs, caps), [0] * len(seqs)
-        if speculative:
+        caps = draft_lengths(seqs, self.config.controller.max_len if self.speculative else 0)
+        found = self.drafter.lookups(seqs, caps)
+        lens = [0] * len(seqs)
+        if self.speculative:
             signals = LoadSignals(verify_queue, p95_ms(self._decode_latencies), len(seqs))
             options = [
                 RowOption(self.drafter.source(f), len(f.tokens) if f.tokens else cap)

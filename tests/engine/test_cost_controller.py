@@ -301,33 +301,3 @@ def test_drafting_that_delivered_less_than_predicted_gives_way_to_plain_steps_wi
     assert choices[PROBE_EVERY : 2 * PROBE_EVERY - 1] == vetoed
     ctrl.drafted.factor = lambda: 1.0
     assert ctrl.lengths(CALM, option)[0] > 0
-
-
-def engine_step(ctrl: CostController, batch: int, options: list[RowOption]) -> list[int]:
-    """What an engine's step asks of the controller: nothing, once it has settled on plain steps."""
-    return [0] * batch if ctrl.settled_plain(batch) else ctrl.lengths(LoadSignals(0, 0.0, batch), options)
-
-
-def test_proposals_turned_down_settle_plain_steps_at_that_batch_and_above_until_the_probe():
-    ctrl = CostController(CONFIG, profile(per_extra_token_ms=5.0, draft_ms=2.0))
-    teach(ctrl, MODEL, alpha=0.05)
-    asked = []
-    lengths = ctrl.lengths
-    ctrl.lengths = lambda signals, options: asked.append(len(options)) or lengths(signals, options)
-    assert not ctrl.settled_plain(4)  # nothing turned down yet
-    choices = [engine_step(ctrl, 4, [RowOption(MODEL, 8)] * 4) for _ in range(2 * PROBE_EVERY)]
-    # the probes come when they did without settling; only the steps around them were asked for
-    assert [i for i, c in enumerate(choices) if any(c)] == [PROBE_EVERY - 1, 2 * PROBE_EVERY - 1]
-    assert len(asked) == 4  # turned down, probe; turned down, probe
-    ctrl.lengths(LoadSignals(0, 0.0, 8), [RowOption(MODEL, 8)] * 8)  # turned down at 8 rows
-    assert not ctrl.settled_plain(4)  # a smaller batch, where drafting is cheaper, asks again
-    assert ctrl.settled_plain(8) and ctrl.settled_plain(16)
-
-
-def test_a_step_that_drafts_or_could_not_draft_settles_nothing():
-    ctrl = CostController(CONFIG, profile(per_extra_token_ms=0.1))
-    teach(ctrl, lookup(3), alpha=0.95)
-    assert ctrl.lengths(CALM, [RowOption(lookup(3), 8)]) == [8]
-    assert not ctrl.settled_plain(1)
-    assert ctrl.lengths(CALM, [RowOption(lookup(3), 0)]) == [0]  # no room left to draft: not a choice
-    assert not ctrl.settled_plain(1)
