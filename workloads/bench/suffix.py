@@ -23,7 +23,9 @@ Runs are interleaved round by round in a rotating order; each drafter's
 tokens/s is divided by AR's in the same round, set and load, and the table
 gives the median ratio, its min–max over rounds and the interval a repeat
 run's median falls in (``metrics.rounds``' arithmetic, the one every verdict
-uses), and whether every output equalled AR's token for token. ``--suffix-sets`` and ``--suffix-rounds`` (the
+uses), the same ratio over the arrival phase alone and the drain's median
+length (``metrics.phases``: a closed loop's tail of a shrinking batch), and
+whether every output equalled AR's token for token. ``--suffix-sets`` and ``--suffix-rounds`` (the
 round numbers a call runs; ``none``: the warm-up set alone) split a benchmark
 into calls short enough for a shared machine; each call appends to
 ``<out>/suffix/runs.csv`` and rewrites ``summary.csv`` there (what
