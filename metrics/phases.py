@@ -39,8 +39,8 @@ def phases(requests: Sequence[Request]) -> Phases | None:
     if not arrivals:
         return None
     first, last = min(arrivals), max(arrivals)
-    ends = sorted(r.finish_time for r in requests if r.finish_time is not None and r.finish_time > last)
+    ends = [r.finish_time for r in requests if r.finish_time is not None and r.finish_time > last]
     if not ends:
         return None
     tokens = sum(t < last for r in requests for t in r.token_times)
-    return Phases(last - first, tokens, ends[-1] - ends[0])
+    return Phases(last - first, tokens, max(ends) - min(ends))

@@ -13,7 +13,7 @@ import pytest
 from engine.config import ENGINES
 from metrics.runs import list_run_dirs
 from workloads.bench import drafters, forward_cost, lanes, load, overhead, padding, single, suffix
-from workloads.bench.common import read_csv
+from workloads.bench.common import read_csv, write_csv
 from workloads.bench.run import main
 
 QUICK = ["--quick", "--preset", "tiny", "--device", "cpu"]
@@ -195,7 +195,7 @@ def test_suffix_keeps_rows_of_an_earlier_layout_and_summarises_the_new_columns_w
     rows += [new | {"setup": "ar", "output_tok_s": "10", "arrival_tok_s": "20", "drain_s": "0.5"},
              new | {"setup": "suffix", "output_tok_s": "9", "arrival_tok_s": "21", "drain_s": "2.0"}]  # fmt: skip
     path = tmp_path / "runs.csv"
-    suffix.write_table(path, rows)
+    write_csv(path, rows)
     written = read_csv(path)
     assert list(written[0])[-2:] == ["arrival_tok_s", "drain_s"] and written[0]["drain_s"] == ""
     (row,) = [r for r in suffix.summarise(written) if r["drafter"] == "suffix"]

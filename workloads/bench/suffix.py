@@ -56,6 +56,7 @@ from workloads.bench.common import (
     one_of,
     ratio_summary,
     same_output_note,
+    write_csv,
 )
 from workloads.datasets.mt_bench import MT_BENCH_QUESTIONS as MT_BENCH
 from workloads.datasets.sharegpt import SampledRequest
@@ -274,8 +275,8 @@ def run(ctx: BenchContext) -> PartResult:
     notes = [f"Warm-up set: {json.loads(warmup.read_text())['source']} ({warmup})."]
     if not rows:
         return PartResult(NAME, TITLE, [], [], [], notes)
-    write_table(csv_path, rows)
-    write_table(out / "summary.csv", summarise(rows))
+    write_csv(csv_path, rows)
+    write_csv(out / "summary.csv", summarise(rows))
     suite_rows = [
         {"group": f"{r['set']} C={r['concurrency']}", "round": int(r["round"]), "label": r["setup"],
          "output_tok_s": float(r["output_tok_s"]), "identical": r["identical"] in (True, "True")}
@@ -284,13 +285,3 @@ def run(ctx: BenchContext) -> PartResult:
     notes.insert(0, same_output_note(suite_rows, "identical"))
     notes.append(f"Table: {out / 'summary.csv'}.")
     return PartResult(NAME, TITLE, suite_rows, ratio_summary(suite_rows, "output_tok_s", "ar", NAME), [], notes)
-
-
-def write_table(path: Path, rows: list[dict]) -> None:
-    """``rows`` as CSV: every column any row has, in the order they first appear (rows of an earlier layout
-    leave the columns added since empty)."""
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
