@@ -66,26 +66,29 @@ class LaneArbiter:
         self._backlog = backlog
         self._cond = threading.Condition()
         self._waiting: dict[str, float] = {}  # lane -> perf_counter when it started waiting
-        self._passed: dict[str, int] = {}  # waiting lane -> turns granted to other lanes since then
+        self._grants = 0  # turns granted so far
+        self._last: dict[str, int] = {}  # lane -> the count of turns granted when it was granted its last
         self._active = 0
 
     def others_waiting(self) -> bool:
         """Whether any lane is waiting for a turn (read without the lock: a hint, at worst one turn stale)."""
         return bool(self._waiting)
 
+    def _choose(self) -> str | None:
+        # each waiting lane passed over by the turns granted to others since its own last turn (every turn so far
+        # for a lane never granted one)
+        passed = {lane: self._grants - self._last.get(lane, 0) for lane in self._waiting}
+        return choose_lane(self._waiting, self._backlog(), self.rules, time.perf_counter(), passed)
+
     @contextmanager
     def turn(self, lane: str) -> Iterator[None]:
         with self._cond:
             self._waiting[lane] = time.perf_counter()
-            self._passed[lane] = 0
-            while not (
-                self._active < self.slots
-                and choose_lane(self._waiting, self._backlog(), self.rules, time.perf_counter(), self._passed) == lane
-            ):
+            while not (self._active < self.slots and self._choose() == lane):
                 self._cond.wait(timeout=0.05)
-            del self._waiting[lane], self._passed[lane]
-            for other in self._passed:
-                self._passed[other] += 1
+            del self._waiting[lane]
+            self._grants += 1
+            self._last[lane] = self._grants
             self._active += 1
             self._cond.notify_all()
         try:

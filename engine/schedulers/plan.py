@@ -32,10 +32,11 @@ STARVATION_S = 0.5  # about two decode steps of the default pair on a 2-core CPU
 
 class ArbiterRules(NamedTuple):
     promote_margin: int  # verify outranks decode when its backlog exceeds decode's by more than this
-    # a waiting prefill lane runs once this many turns went to other lanes since it began waiting (None: only
-    # the time-based starvation rule). Taking turns on one device, a request waiting for its prefill is a row
-    # missing from every decode step meanwhile, and a row costs a decode step little; 1 interleaves one prefill
-    # turn per other turn, as the colocated loop runs one prefill chunk per decode step
+    # a waiting prefill lane runs next once this many turns went to other lanes since its own last turn (None:
+    # only the time-based starvation rule). Taking turns on one device, a request waiting for its prefill is a
+    # row missing from every decode step meanwhile, and a row costs a decode step little. 1 is the colocated
+    # loop's order: a prefill that began waiting during a decode step runs right after it, and a prefill with
+    # more chunks to go alternates with the other lanes, one chunk per turn of theirs
     prefill_after: int | None = None
 
 
@@ -51,8 +52,8 @@ def choose_lane(
     ``waiting`` maps each waiting lane to when it started waiting;
     ``backlog`` is the work queued per lane (sequences ready to draft for
     decode, sequences in queued verify blocks, requests waiting for prefill);
-    ``passed`` the turns other lanes were granted since each waiting lane
-    began waiting. A lane that has waited longer than ``STARVATION_S`` runs
+    ``passed`` the turns other lanes were granted since each lane's own last
+    turn. A lane that has waited longer than ``STARVATION_S`` runs
     next whatever its priority: a decode lane always has work, and strict
     priority would otherwise starve prefill. Short of that, a prefill lane
     passed over ``rules.prefill_after`` times runs next.

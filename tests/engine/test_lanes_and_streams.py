@@ -85,6 +85,42 @@ def test_arbiter_counts_the_turns_a_waiting_prefill_is_passed_over():
     assert grant_order(ArbiterRules(2, prefill_after=2)) == ["prefill-first", "decode", "verify", "prefill"]
 
 
+def test_arbiter_counts_a_prefills_passes_from_its_last_turn_not_from_when_it_began_waiting():
+    # prefill, then decode, then verify holding the slot while decode and prefill wait: two turns went to other
+    # lanes since prefill's last (decode's and verify's), so with prefill_after=1 it goes before decode; without
+    # the rule decode's priority wins
+    def order(rules: ArbiterRules) -> list[str]:
+        arbiter = LaneArbiter(slots=1, rules=rules, backlog=lambda: {"decode": 1, "verify": 0, "prefill": 1})
+        for lane in ("prefill", "decode"):
+            with arbiter.turn(lane):
+                pass
+        granted: list[str] = []
+        release = threading.Event()
+
+        def holder():
+            with arbiter.turn("verify"):
+                release.wait(30)
+
+        def worker(name):
+            with arbiter.turn(name):
+                granted.append(name)
+
+        first = threading.Thread(target=holder)
+        first.start()
+        assert wait_until(lambda: arbiter._active == 1, timeout=30)
+        threads = [threading.Thread(target=worker, args=(n,)) for n in ("decode", "prefill")]
+        for t in threads:
+            t.start()
+        assert wait_until(lambda: len(arbiter._waiting) == 2, timeout=30)
+        release.set()
+        for t in [first, *threads]:
+            t.join(30)
+        return granted
+
+    assert order(ArbiterRules(2, prefill_after=1)) == ["prefill", "decode"]
+    assert order(ArbiterRules(2, prefill_after=None)) == ["decode", "prefill"]
+
+
 def test_handoff_orders_consumer_stream_after_producer_event(fake_cuda):  # noqa: F811
     producer = LaneStream(torch.device("cpu"), lane="prefill")
     consumer = LaneStream(torch.device("cpu"), lane="decode")
