@@ -67,20 +67,20 @@ def test_a_load_point_measured_again_gets_rounds_after_its_earlier_ones(tmp_path
     assert table[("4", "baseline")]["× AR, median (min–max)"] == "1.00x (0.80-1.20)"
 
 
-def test_named_competitors_run_alone_and_the_arbiters_variants_add_only_the_prefill_interleaving():
+def test_named_competitors_run_alone_and_the_arbiters_variants_take_only_the_prefill_interleaving_away():
     import pytest
 
     from workloads.bench.lane_modes import notes
 
-    picked = competitors(EngineConfig(), ("ar", "pd", "pd prefill-after 1"))
-    assert [c.label for c in picked] == ["ar", "pd", "pd prefill-after 1"]
-    without, with_it = picked[1].config, picked[2].config
-    assert without.prefill_after_turns is None  # the default: only the time-based starvation rule
-    assert with_it.prefill_after_turns == 1 and with_it == EngineConfig(prefill_after_turns=1)
-    argv = ["--parts", "lane-modes", "--lane-modes-competitors", "ar,pdv,pdv prefill-after 1"]
-    assert part_options(LaneModesOptions, argv).labels == ("ar", "pdv", "pdv prefill-after 1")
+    picked = competitors(EngineConfig(), ("ar", "pd", "pd prefill-after off"))
+    assert [c.label for c in picked] == ["ar", "pd", "pd prefill-after off"]
+    with_it, without = picked[1].config, picked[2].config
+    assert with_it.prefill_after_turns == 1  # the default: the colocated loop's order
+    assert without.prefill_after_turns is None and without == EngineConfig(prefill_after_turns=None)
+    argv = ["--parts", "lane-modes", "--lane-modes-competitors", "ar,pdv,pdv prefill-after off"]
+    assert part_options(LaneModesOptions, argv).labels == ("ar", "pdv", "pdv prefill-after off")
     with pytest.raises(ValueError, match="needs ar"):
-        LaneModesOptions(labels=("pd", "pd prefill-after 1"))
+        LaneModesOptions(labels=("pd", "pd prefill-after off"))
     rows = [row("C=4", r, label, tok_s) for r in (0, 1) for label, tok_s in
-            (("ar", 10.0), ("pd prefill-after 1", 9.9 + r), ("pd", 9.0), ("baseline", 10.0))]  # fmt: skip
-    assert "C=4: pd prefill-after 1 ÷ pd, per round: 1.100, 1.211; median 1.156 (1.100–1.211)." in notes(rows)
+            (("ar", 10.0), ("pd", 9.9 + r), ("pd prefill-after off", 9.0), ("baseline", 10.0))]  # fmt: skip
+    assert "C=4: pd ÷ pd prefill-after off, per round: 1.100, 1.211; median 1.156 (1.100–1.211)." in notes(rows)

@@ -54,13 +54,14 @@ SUMMARY = "summary.csv"
 PDV_AGAINST = {
     "pdv": ("baseline", "pd"),
     "pdv at-once": ("baseline", "pd", "pd at-once"),
-    "pdv prefill-after 1": ("baseline", "pd prefill-after 1"),
+    "pdv prefill-after off": ("baseline", "pd prefill-after off"),
 }
-# the arbiter's prefill interleaving (--prefill-after-turns 1): each engine with it against itself without
-WITH_AGAINST_WITHOUT = {"pd prefill-after 1": "pd", "pdv prefill-after 1": "pdv"}
+# the arbiter's prefill interleaving (--prefill-after-turns 1, the default): each engine with it against itself
+# without
+WITH_AGAINST_WITHOUT = {"pd": "pd prefill-after off", "pdv": "pdv prefill-after off"}
 LABELS = (
     "ar", "baseline", "baseline halves at-once", "pd", "pd at-once", "pdv", "pdv at-once",
-    "pd prefill-after 1", "pdv prefill-after 1",
+    "pd prefill-after off", "pdv prefill-after off",
 )  # fmt: skip
 DEFAULT_LABELS = LABELS[:7]  # the lane modes and the fair reference; the arbiter's variants when named
 
@@ -108,7 +109,7 @@ class Competitor(NamedTuple):
 def competitors(base: EngineConfig, labels: tuple[str, ...] = DEFAULT_LABELS) -> tuple[Competitor, ...]:
     """The competitors named by ``labels``, in the catalogue's order."""
     at_once = replace(base, lane_compute=LaneCompute.AT_ONCE)
-    interleave = replace(base, prefill_after_turns=1)
+    no_interleave = replace(base, prefill_after_turns=None)
     catalogue = (
         Competitor("ar", "ar", base),
         Competitor("baseline", "baseline", base),
@@ -117,8 +118,8 @@ def competitors(base: EngineConfig, labels: tuple[str, ...] = DEFAULT_LABELS) ->
         Competitor("pd at-once", "pd", at_once),
         Competitor("pdv", "pdv", base),
         Competitor("pdv at-once", "pdv", at_once),
-        Competitor("pd prefill-after 1", "pd", interleave),
-        Competitor("pdv prefill-after 1", "pdv", interleave),
+        Competitor("pd prefill-after off", "pd", no_interleave),
+        Competitor("pdv prefill-after off", "pdv", no_interleave),
     )
     return tuple(c for c in catalogue if c.label in labels)
 
