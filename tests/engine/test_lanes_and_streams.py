@@ -47,28 +47,36 @@ def test_a_prefill_passed_over_for_the_rules_turns_runs_next_and_waits_by_priori
     assert choose_lane(just_now("decode", "verify"), backlog, rules, passed={"verify": 9}) == "decode"
 
 
-def grant_order(rules: ArbiterRules) -> list[str]:
-    """The order one slot goes to prefill, verify and decode lanes that all wait while another prefill holds it."""
+def grant_order(
+    rules: ArbiterRules,
+    holder: str = "prefill",
+    waiters: tuple[str, ...] = ("prefill", "verify", "decode"),
+    earlier: tuple[str, ...] = (),
+) -> list[str]:
+    """The order one slot goes to ``waiters`` that all wait while ``holder`` holds it, after ``earlier`` turns."""
     arbiter = LaneArbiter(slots=1, rules=rules, backlog=lambda: {"decode": 1, "verify": 0, "prefill": 1})
+    for lane in earlier:
+        with arbiter.turn(lane):
+            pass
     order: list[str] = []
     release = threading.Event()
 
-    def holder():
-        with arbiter.turn("prefill"):
-            order.append("prefill-first")
+    def hold():
+        with arbiter.turn(holder):
+            order.append(f"{holder}-first")
             release.wait(30)
 
     def worker(name):
         with arbiter.turn(name):
             order.append(name)
 
-    first = threading.Thread(target=holder)
+    first = threading.Thread(target=hold)
     first.start()
-    assert wait_until(lambda: order == ["prefill-first"], timeout=30)
-    threads = [threading.Thread(target=worker, args=(n,)) for n in ("prefill", "verify", "decode")]
+    assert wait_until(lambda: order == [f"{holder}-first"], timeout=30)
+    threads = [threading.Thread(target=worker, args=(n,)) for n in waiters]
     for t in threads:
         t.start()
-    assert wait_until(lambda: len(arbiter._waiting) == 3, timeout=30)  # all three wait for the slot
+    assert wait_until(lambda: len(arbiter._waiting) == len(waiters), timeout=30)  # all wait for the slot
     release.set()
     for t in [first, *threads]:
         t.join(30)
@@ -89,36 +97,12 @@ def test_arbiter_counts_a_prefills_passes_from_its_last_turn_not_from_when_it_be
     # prefill, then decode, then verify holding the slot while decode and prefill wait: two turns went to other
     # lanes since prefill's last (decode's and verify's), so with prefill_after=1 it goes before decode; without
     # the rule decode's priority wins
-    def order(rules: ArbiterRules) -> list[str]:
-        arbiter = LaneArbiter(slots=1, rules=rules, backlog=lambda: {"decode": 1, "verify": 0, "prefill": 1})
-        for lane in ("prefill", "decode"):
-            with arbiter.turn(lane):
-                pass
-        granted: list[str] = []
-        release = threading.Event()
-
-        def holder():
-            with arbiter.turn("verify"):
-                release.wait(30)
-
-        def worker(name):
-            with arbiter.turn(name):
-                granted.append(name)
-
-        first = threading.Thread(target=holder)
-        first.start()
-        assert wait_until(lambda: arbiter._active == 1, timeout=30)
-        threads = [threading.Thread(target=worker, args=(n,)) for n in ("decode", "prefill")]
-        for t in threads:
-            t.start()
-        assert wait_until(lambda: len(arbiter._waiting) == 2, timeout=30)
-        release.set()
-        for t in [first, *threads]:
-            t.join(30)
-        return granted
-
-    assert order(ArbiterRules(2, prefill_after=1)) == ["prefill", "decode"]
-    assert order(ArbiterRules(2, prefill_after=None)) == ["decode", "prefill"]
+    waiters, earlier = ("decode", "prefill"), ("prefill", "decode")
+    with_rule = grant_order(ArbiterRules(2, prefill_after=1), "verify", waiters, earlier)
+    assert with_rule == ["verify-first", "prefill", "decode"]
+    assert grant_order(ArbiterRules(2, prefill_after=None), "verify", waiters, earlier) == [
+        "verify-first", "decode", "prefill"
+    ]
 
 
 def test_handoff_orders_consumer_stream_after_producer_event(fake_cuda):  # noqa: F811
