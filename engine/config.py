@@ -276,15 +276,9 @@ class EngineConfig:
             "--verify-promote-margin", int, "pdv: verify outranks decode when its backlog exceeds decode's by this"
         ),
     )
-    # pd, pdv: 1 is the colocated loop's order, counted from the prefill's last turn (docs/results.md, "a
-    # prefill's turns counted from its last")
+    # pd, pdv: 1 is the colocated loop's order, counted from the prefill's own last turn (docs/results.md)
     prefill_after_turns: int | None = field(
-        default=1,
-        metadata=flag(
-            "--prefill-after-turns",
-            int,
-            "pd, pdv: a waiting prefill runs once other lanes had this many turns since its last (0 = off)",
-        ),
+        default=1, metadata=flag("--prefill-after-turns", int, "pd, pdv: a prefill waits at most this many turns")
     )
     micro_batches: int = field(
         default=2,  # two groups: one drafts while the other verifies
