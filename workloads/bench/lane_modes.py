@@ -6,7 +6,9 @@ Every competitor is an engine with a lane mode: AR and Baseline taking turns
 PDV both taking turns and at once. They run one after another on the same
 held-out prompts, every round (``--rounds``), in rotating order, so each
 round's ratios compare engines on the same machine state. Recorded per run:
-tokens/s, TPOT p50, whether the outputs equal AR's, and for PDV the groups
+tokens/s, TPOT p50, whether the outputs equal AR's, the share of the
+machine's CPU other processes and the hypervisor took meanwhile
+(``metrics.host_noise``), and for PDV the groups
 its step choice ran atomically and pipelined in the measured run (the
 replay's warm-up left out: ``RunResult.step_modes``).
 
@@ -15,6 +17,10 @@ appends its rows to ``--lane-modes-csv`` (``<out>/lane-modes/lane-modes.csv``
 by default) and rewrites ``summary.csv`` beside it from every row there, one
 table row per load point and competitor, so calls at several concurrencies
 make one table; docs/results.md renders that summary (``workloads.bench.docs``).
+``goals.csv`` beside it reads PDV's goal at every load point from the same
+rows: PDV >= 0.97x the better of Baseline and PD in the same round, met when
+the rounds' median is, with the interval a repeat run's median falls in
+(``metrics.rounds``), which says whether the rounds tell the median from 0.97.
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from engine.config import DRAFTERS, EngineConfig, LaneCompute, SamplingParams, flag
+from metrics.host_noise import host_noise, read_host
+from metrics.rounds import IntervalKind, interval
 from workloads.bench.common import (
     BenchContext,
+    Goal,
     Listed,
     PartResult,
     comma_list,
@@ -50,6 +59,9 @@ NAME = "11-lane-modes"
 DIRECTORY = "lane-modes"
 TITLE = "Lanes at once against taking turns, with the fair reference"
 SUMMARY = "summary.csv"
+GOALS = "goals.csv"  # PDV's goal per load point, from every row of the CSV
+REPEAT = "a repeat run's median, 95 %"
+GOAL = 0.97  # PDV's tokens/s over the better of Baseline's and PD's in the same round, at every load
 # PDV (in each mode) against the better of the engines it must not lose to in that mode
 PDV_AGAINST = {
     "pdv": ("baseline", "pd"),
@@ -141,7 +153,9 @@ def measure(ctx: BenchContext, options: LaneModesOptions, trace: Trace) -> list[
         for comp in rotated(competitors(EngineConfig(drafter=options.drafter), options.labels), round_):
             settings = RunSettings(config=comp.config, params=params)
             plan = SweepPlan((comp.engine,), (ClosedLoop(options.concurrency),), settings)
+            before = read_host()
             (result,) = run_sweep(ctx.pair, trace, plan, None)
+            noise = host_noise(before, read_host())  # what else the machine did meanwhile: a round's outliers
             outputs[comp.label] = [list(r.output_token_ids) for r in result.requests]
             m, modes = result.summary, result.step_modes
             rows.append(
@@ -150,7 +164,8 @@ def measure(ctx: BenchContext, options: LaneModesOptions, trace: Trace) -> list[
                  "output_tok_s": m.output_tok_s, "tpot_p50_ms": m.tpot_p50_ms,
                  "atomic_groups": None if modes is None else modes.atomic,
                  "pipelined_groups": None if modes is None else modes.pipelined,
-                 "requests": len(trace), "max_new_tokens": options.max_new_tokens}
+                 "requests": len(trace), "max_new_tokens": options.max_new_tokens,
+                 "others_cpu_share": noise.others_share, "steal_share": noise.steal_share}
             )  # fmt: skip
         for row in rows[-len(outputs) :]:
             row["same_output_as_ar"] = outputs[row["label"]] == outputs["ar"]
@@ -199,23 +214,55 @@ def table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
+def _per_round(rows: list[dict[str, Any]], group: str, label: str, against: tuple[str, ...]) -> list[float]:
+    """``label``'s tokens/s ÷ the best of ``against``'s in the same round, for every round of ``group`` with all."""
+    by = {(r["label"], r["round"]): r["output_tok_s"] for r in rows if r["group"] == group}
+    out = []
+    for round_ in sorted({r for _, r in by}):
+        others, mine = [by.get((a, round_)) for a in against], by.get((label, round_))
+        if mine and all(others):  # a run that emitted nothing has no rate to divide
+            out.append(mine / max(others))
+    return out
+
+
+def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """PDV >= ``GOAL``x the better of Baseline and PD, per load point: met when the rounds' median is, and
+    whether a repeat run's 95 % interval (``metrics.rounds``) lies wholly above or below the goal."""
+    out = []
+    for group in dict.fromkeys(r["group"] for r in rows):
+        ratios = _per_round(rows, group, "pdv", PDV_AGAINST["pdv"])
+        if not ratios:
+            continue
+        repeat = interval(ratios, IntervalKind.REPEAT_RUN)
+        told = "met" if repeat.lo >= GOAL else "missed" if repeat.hi < GOAL else f"not told apart from {GOAL}"
+        out.append(
+            {"load": group, "PDV ÷ max(Baseline, PD), per round": ", ".join(f"{x:.3f}" for x in ratios),
+             "median (min–max)": f"{repeat.median:.3f} ({min(ratios):.3f}–{max(ratios):.3f})",
+             REPEAT: f"{repeat.lo:.3f}–{repeat.hi:.3f}",
+             f"median >= {GOAL}": "met" if repeat.median >= GOAL else "missed", "the rounds tell": told}
+        )  # fmt: skip
+    return out
+
+
+def goals(rows: list[dict[str, Any]]) -> list[Goal]:
+    return [
+        Goal(NAME, f"PDV >= {GOAL}x max(Baseline, PD) (tokens/s, {g['load']})",
+             f"{g['median (min–max)']}; a repeat run's median {g[REPEAT]}",
+             g[f"median >= {GOAL}"] == "met")
+        for g in goal_rows(rows)
+    ]  # fmt: skip
+
+
 def notes(rows: list[dict[str, Any]]) -> list[str]:
     """PDV ÷ the better of the engines it competes with in each mode, and the fair reference ÷ Baseline, per round."""
-    by = {(r["group"], r["label"], r["round"]): r["output_tok_s"] for r in rows}
     lines = []
     for group in dict.fromkeys(r["group"] for r in rows):
-        rounds = sorted({r["round"] for r in rows if r["group"] == group})
         pairs = {f"{pdv} ÷ max({', '.join(against)})": (pdv, against) for pdv, against in PDV_AGAINST.items()}
         pairs["baseline halves at-once ÷ baseline"] = ("baseline halves at-once", ("baseline",))
         pairs |= {f"{label} ÷ {without}": (label, (without,)) for label, without in WITH_AGAINST_WITHOUT.items()}
+        pairs |= {f"pdv ÷ {other}": ("pdv", (other,)) for other in PDV_AGAINST["pdv"]}
         for name, (label, against) in pairs.items():
-            per_round = []
-            for r in rounds:
-                others = [by.get((group, a, r)) for a in against]
-                mine = by.get((group, label, r))
-                if mine and all(others):  # a run that emitted nothing has no rate to divide
-                    per_round.append(mine / max(others))
-            if per_round:
+            if per_round := _per_round(rows, group, label, against):
                 listed = ", ".join(f"{x:.3f}" for x in per_round)
                 lines.append(
                     f"{group}: {name}, per round: {listed}; median {statistics.median(per_round):.3f} "
@@ -239,6 +286,7 @@ def record(csv_path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     every = before + [{**r, "round": r["round"] + offset} for r in rows]
     write_csv(csv_path, every)
     write_csv(csv_path.parent / SUMMARY, table(every))
+    write_csv(csv_path.parent / GOALS, goal_rows(every))
     return every
 
 
@@ -251,4 +299,4 @@ def run(ctx: BenchContext) -> PartResult:
         prepare_profiles(ctx.pair, comp.config, (comp.engine,))
     rows = measure(ctx, options, trace)
     record(options.csv or ctx.out / DIRECTORY / "lane-modes.csv", rows)
-    return PartResult(NAME, TITLE, rows, summarise(rows), [], notes(rows))
+    return PartResult(NAME, TITLE, rows, summarise(rows), goals(rows), notes(rows))
