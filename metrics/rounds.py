@@ -3,8 +3,13 @@
 A comparison on a shared machine is a measurement: anything else running
 during one competitor's turn would decide the ranking if each ran once. So a
 comparison runs in *rounds* – every competitor once per round over the same
-trace – and the order rotates each round (ABCD, BCDA, CDAB, …), so no
-competitor always runs first or last.
+trace – in the orders of a Williams design (ABDC, BCAD, CDBA, DACB for four):
+over every n rounds for n competitors (2n for an odd n) each competitor runs
+in every place equally often, so none always runs first or last, *and*
+directly after every other one equally often. A plain rotation (ABCD, BCDA,
+…) has the first property only: B would always follow A, so whatever a run
+leaves behind for the next one (a freed cache, threads winding down, a busy
+spell that outlasts it) would fall on the same competitor every round.
 
 A competitor's figure is divided by the reference's figure *of the same round*
 (a *paired ratio*): a slow spell that hits a whole round cancels out. The
@@ -47,15 +52,22 @@ T = TypeVar("T")
 
 
 def rotated(items: Sequence[T], round_: int) -> list[T]:
-    """``items`` starting at a different one each round (0-based), so no competitor always runs first."""
-    if not items:
+    """``items`` in the order of round ``round_`` (0-based) of a Williams design (module docstring).
+
+    Round k of n items runs 0, 1, n-1, 2, n-2, … each shifted by k (mod n); with an odd n the rounds n..2n-1
+    are the first n reversed. Two items alternate, one item stays alone.
+    """
+    n = len(items)
+    if n == 0:
         return []
-    k = round_ % len(items)
-    return [*items[k:], *items[:k]]
+    base = [0] + [(j + 1) // 2 if j % 2 else n - j // 2 for j in range(1, n)]
+    k = round_ % (2 * n if n % 2 else n)
+    order = [items[(b + k) % n] for b in base]
+    return order[::-1] if k >= n else order
 
 
 def round_orders(items: Sequence[T], rounds: int) -> list[list[T]]:
-    """The run order of each of ``rounds`` rounds: ABCD, BCDA, CDAB, …"""
+    """The run order of each of ``rounds`` rounds: ABDC, BCAD, CDBA, DACB, ABDC, … for four items."""
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     return [rotated(items, r) for r in range(rounds)]

@@ -53,7 +53,7 @@ if spec is not None and spec.simultaneous:
 else:
     st.caption(
         "Engines run one after another on the identical trace, each alone on the device, then the endpoint "
-        "if one is on, in rounds: each round starts with the next engine (ABCD, BCDA, …), and each × AR is "
+        "if one is on, in rounds: each round starts with the next engine (ABDC, BCAD, …), and each × AR is "
         "the median of the rounds' ratios to AR of the same round, with "
         "in brackets the interval a repeat run's median falls in."
     )

@@ -36,8 +36,9 @@ def describe_end(view: ReplayView) -> str:
 st.header("Sweep", divider="gray")
 controls.start_stop(manager, "sweep", spec, problem)
 st.caption(
-    "Runs never overlap: each engine has the device to itself at every load point, in rounds whose order rotates "
-    "(ABCD, BCDA, …); the verdict at each load point reads the rounds' ratios to AR of the same round."
+    "Runs never overlap: each engine has the device to itself at every load point, in rounds whose order changes "
+    "(ABDC, BCAD, …: each engine in every place and after every other equally often); the verdict at each load "
+    "point reads the rounds' ratios to AR of the same round."
 )
 shown = current_view()
 every = controls.remember_rendered("sweep", shown)

@@ -1,4 +1,4 @@
-"""Rounds: rotation, paired ratios per round, and both kinds of interval, against hand-computed cases."""
+"""Rounds: the run orders, paired ratios per round, and both kinds of interval, against hand-computed cases."""
 
 from __future__ import annotations
 
@@ -18,10 +18,28 @@ from metrics.rounds import (
 )
 
 
-def test_each_round_starts_with_the_next_competitor():
-    assert round_orders("ABCD", 5) == [list("ABCD"), list("BCDA"), list("CDAB"), list("DABC"), list("ABCD")]
+def test_each_round_starts_with_the_next_competitor_in_the_williams_order():
+    orders = ["".join(o) for o in round_orders("ABCD", 5)]
+    assert orders == ["ABDC", "BCAD", "CDBA", "DACB", "ABDC"]
+    assert ["".join(o) for o in round_orders("ABC", 6)] == ["ABC", "BCA", "CAB", "CBA", "ACB", "BAC"]
+    assert round_orders("AB", 3) == [list("AB"), list("BA"), list("AB")]
     assert rotated(["ar"], 3) == ["ar"]
     assert rotated([], 2) == []
+
+
+@pytest.mark.parametrize("n", range(2, 10))
+def test_over_a_period_each_competitor_runs_in_every_place_and_after_every_other_equally_often(n):
+    from collections import Counter
+
+    items = [f"c{i}" for i in range(n)]
+    period = 2 * n if n % 2 else n
+    orders = round_orders(items, period)
+    assert all(sorted(o) == sorted(items) for o in orders)
+    places = Counter((place, c) for o in orders for place, c in enumerate(o))
+    assert set(places.values()) == {period // n} and len(places) == n * n
+    follows = Counter(pair for o in orders for pair in zip(o, o[1:], strict=False))
+    # every ordered pair of different competitors, each as often: what a run leaves behind falls on all alike
+    assert len(follows) == n * (n - 1) and set(follows.values()) == {period // n}
 
 
 def test_every_competitor_runs_first_once_in_as_many_rounds_as_competitors():

@@ -71,7 +71,7 @@ class SweepPlan:
 
     def run_order(self) -> list[tuple[RunSpec, int]]:
         """Every replay with its 0-based round, in the order they run: load point by load point, round by
-        round, the engines' order rotating each round (ABC, BCA, CAB, …)."""
+        round, the engines' order changing each round (ABC, BCA, CAB, CBA, ACB, BAC: ``metrics.rounds``)."""
         return [
             (RunSpec(name, policy, self.settings), round_)
             for policy in self.policies
