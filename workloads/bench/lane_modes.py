@@ -197,8 +197,10 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     """The docs table: one row per load point and competitor."""
     summary = summarise(rows)
-    out = []
-    for s in (s for s in summary if s["metric"] == "output_tok_s"):
+    groups = list(dict.fromkeys(r["group"] for r in rows))
+    tok_s = [s for s in summary if s["metric"] == "output_tok_s"]
+    out = []  # the catalogue's order within a load point, whatever order the rounds ran in
+    for s in sorted(tok_s, key=lambda s: (groups.index(s["group"]), LABELS.index(s["label"]))):
         own = [r for r in rows if (r["group"], r["label"]) == (s["group"], s["label"])]
         tpot = find(summary, s["group"], s["label"], "tpot_p50_ms")
         groups = [r for r in own if r["atomic_groups"] is not None]
