@@ -88,7 +88,8 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def pooled_requests(rounds: Sequence[RunResult], runs: Sequence[RunSnapshot]) -> pd.DataFrame:
-    """Every finished request of every round so far: ended rounds, then the rounds in progress.
+    """Every finished request of every round so far, engine by engine in ``runs``' order (the page's, whatever
+    order the rounds ran in): its ended rounds, then its round in progress.
 
     One row per request and round: ``engine``, ``load``, ``round`` and ``REQUEST_FIELDS``.
     """
@@ -103,6 +104,8 @@ def pooled_requests(rounds: Sequence[RunResult], runs: Sequence[RunSnapshot]) ->
         if not run.state.ended
         for m in run.metrics
     ]
+    place = {run.engine: i for i, run in enumerate(runs)}
+    rows.sort(key=lambda row: place.get(row["engine"], len(place)))  # stable: rounds and requests keep their order
     return pd.DataFrame(rows, columns=["engine", "load", "round", *REQUEST_FIELDS])
 
 
