@@ -88,7 +88,8 @@ def test_named_competitors_run_alone_and_the_arbiters_variants_take_only_the_pre
 
 
 def test_pdvs_goal_is_read_per_load_from_the_rounds_against_the_better_of_baseline_and_pd(tmp_path):
-    from workloads.bench.lane_modes import GOALS, goal_rows, goals
+    from workloads.bench.lane_modes import GOALS, NAME
+    from workloads.bench.pdv_goal import goal_rows, goals
 
     rates = {  # per round: baseline, pd, pdv
         "C=1": [(10.0, 9.0, 10.5), (10.0, 11.0, 11.66), (9.0, 9.5, 10.165)],  # 1.05, 1.06, 1.07: met
@@ -106,7 +107,7 @@ def test_pdvs_goal_is_read_per_load_from_the_rounds_against_the_better_of_baseli
     assert (by["C=4"]["median >= 0.97"], by["C=4"]["the rounds tell"]) == ("missed", "not told apart from 0.97")
     lo, hi = (float(x) for x in by["C=4"]["a repeat run's median, 95 %"].split("–"))
     assert lo <= 0.5 and hi >= 1.5  # never narrower than the rounds' own spread
-    assert [(g.goal, g.met) for g in goals(rows)] == [
+    assert [(g.goal, g.met) for g in goals(rows, NAME)] == [
         ("PDV >= 0.97x max(Baseline, PD) (tokens/s, C=1)", True),
         ("PDV >= 0.97x max(Baseline, PD) (tokens/s, C=32)", False),
         ("PDV >= 0.97x max(Baseline, PD) (tokens/s, C=4)", False),

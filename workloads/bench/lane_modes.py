@@ -27,16 +27,18 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tqdm import tqdm
+
 from engine.config import DRAFTERS, EngineConfig, LaneCompute, SamplingParams, flag
 from metrics.host_noise import host_noise, read_host
-from metrics.rounds import IntervalKind, interval
+from workloads.bench import pdv_goal
 from workloads.bench.common import (
     BenchContext,
-    Goal,
     Listed,
     PartResult,
     comma_list,
@@ -60,11 +62,9 @@ DIRECTORY = "lane-modes"
 TITLE = "Lanes at once against taking turns, with the fair reference"
 SUMMARY = "summary.csv"
 GOALS = "goals.csv"  # PDV's goal per load point, from every row of the CSV
-REPEAT = "a repeat run's median, 95 %"
-GOAL = 0.97  # PDV's tokens/s over the better of Baseline's and PD's in the same round, at every load
 # PDV (in each mode) against the better of the engines it must not lose to in that mode
 PDV_AGAINST = {
-    "pdv": ("baseline", "pd"),
+    "pdv": pdv_goal.AGAINST,
     "pdv at-once": ("baseline", "pd", "pd at-once"),
     "pdv prefill-after off": ("baseline", "pd prefill-after off"),
 }
@@ -148,9 +148,12 @@ def measure(ctx: BenchContext, options: LaneModesOptions, trace: Trace) -> list[
     group = group_name(options)
     load_start = os.getloadavg()[0]
     rows = []
+    comps = competitors(EngineConfig(drafter=options.drafter), options.labels)
+    bar = tqdm(total=ctx.settings.rounds * len(comps), unit="run", file=sys.stderr)
     for round_ in range(ctx.settings.rounds):
         outputs: dict[str, list[list[int]]] = {}
-        for comp in rotated(competitors(EngineConfig(drafter=options.drafter), options.labels), round_):
+        for comp in rotated(comps, round_):
+            bar.set_description(f"{group} round {round_ + 1} {comp.label}", refresh=False)
             settings = RunSettings(config=comp.config, params=params)
             plan = SweepPlan((comp.engine,), (ClosedLoop(options.concurrency),), settings)
             before = read_host()
@@ -167,8 +170,10 @@ def measure(ctx: BenchContext, options: LaneModesOptions, trace: Trace) -> list[
                  "requests": len(trace), "max_new_tokens": options.max_new_tokens,
                  "others_cpu_share": noise.others_share, "steal_share": noise.steal_share}
             )  # fmt: skip
+            bar.update()
         for row in rows[-len(outputs) :]:
             row["same_output_as_ar"] = outputs[row["label"]] == outputs["ar"]
+    bar.close()
     load_end = os.getloadavg()[0]
     return [{**r, "load_1min_start": load_start, "load_1min_end": load_end} for r in rows]
 
@@ -216,45 +221,6 @@ def table(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-def _per_round(rows: list[dict[str, Any]], group: str, label: str, against: tuple[str, ...]) -> list[float]:
-    """``label``'s tokens/s ÷ the best of ``against``'s in the same round, for every round of ``group`` with all."""
-    by = {(r["label"], r["round"]): r["output_tok_s"] for r in rows if r["group"] == group}
-    out = []
-    for round_ in sorted({r for _, r in by}):
-        others, mine = [by.get((a, round_)) for a in against], by.get((label, round_))
-        if mine and all(others):  # a run that emitted nothing has no rate to divide
-            out.append(mine / max(others))
-    return out
-
-
-def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """PDV >= ``GOAL``x the better of Baseline and PD, per load point: met when the rounds' median is, and
-    whether a repeat run's 95 % interval (``metrics.rounds``) lies wholly above or below the goal."""
-    out = []
-    for group in dict.fromkeys(r["group"] for r in rows):
-        ratios = _per_round(rows, group, "pdv", PDV_AGAINST["pdv"])
-        if not ratios:
-            continue
-        repeat = interval(ratios, IntervalKind.REPEAT_RUN)
-        told = "met" if repeat.lo >= GOAL else "missed" if repeat.hi < GOAL else f"not told apart from {GOAL}"
-        out.append(
-            {"load": group, "PDV ÷ max(Baseline, PD), per round": ", ".join(f"{x:.3f}" for x in ratios),
-             "median (min–max)": f"{repeat.median:.3f} ({min(ratios):.3f}–{max(ratios):.3f})",
-             REPEAT: f"{repeat.lo:.3f}–{repeat.hi:.3f}",
-             f"median >= {GOAL}": "met" if repeat.median >= GOAL else "missed", "the rounds tell": told}
-        )  # fmt: skip
-    return out
-
-
-def goals(rows: list[dict[str, Any]]) -> list[Goal]:
-    return [
-        Goal(NAME, f"PDV >= {GOAL}x max(Baseline, PD) (tokens/s, {g['load']})",
-             f"{g['median (min–max)']}; a repeat run's median {g[REPEAT]}",
-             g[f"median >= {GOAL}"] == "met")
-        for g in goal_rows(rows)
-    ]  # fmt: skip
-
-
 def notes(rows: list[dict[str, Any]]) -> list[str]:
     """PDV ÷ the better of the engines it competes with in each mode, and the fair reference ÷ Baseline, per round."""
     lines = []
@@ -264,7 +230,7 @@ def notes(rows: list[dict[str, Any]]) -> list[str]:
         pairs |= {f"{label} ÷ {without}": (label, (without,)) for label, without in WITH_AGAINST_WITHOUT.items()}
         pairs |= {f"pdv ÷ {other}": ("pdv", (other,)) for other in PDV_AGAINST["pdv"]}
         for name, (label, against) in pairs.items():
-            if per_round := _per_round(rows, group, label, against):
+            if per_round := pdv_goal.per_round(rows, group, label, against):
                 listed = ", ".join(f"{x:.3f}" for x in per_round)
                 lines.append(
                     f"{group}: {name}, per round: {listed}; median {statistics.median(per_round):.3f} "
@@ -288,7 +254,7 @@ def record(csv_path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     every = before + [{**r, "round": r["round"] + offset} for r in rows]
     write_csv(csv_path, every)
     write_csv(csv_path.parent / SUMMARY, table(every))
-    write_csv(csv_path.parent / GOALS, goal_rows(every))
+    write_csv(csv_path.parent / GOALS, pdv_goal.goal_rows(every))
     return every
 
 
@@ -301,4 +267,4 @@ def run(ctx: BenchContext) -> PartResult:
         prepare_profiles(ctx.pair, comp.config, (comp.engine,))
     rows = measure(ctx, options, trace)
     record(options.csv or ctx.out / DIRECTORY / "lane-modes.csv", rows)
-    return PartResult(NAME, TITLE, rows, summarise(rows), goals(rows), notes(rows))
+    return PartResult(NAME, TITLE, rows, summarise(rows), pdv_goal.goals(rows, NAME), notes(rows))

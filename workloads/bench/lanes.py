@@ -12,6 +12,7 @@ runs are written to ``<out>/lanes``.
 from __future__ import annotations
 
 from engine.config import SamplingParams
+from workloads.bench import pdv_goal
 from workloads.bench.common import (
     BenchContext,
     Goal,
@@ -91,9 +92,10 @@ def run(ctx: BenchContext) -> PartResult:
     notes = [
         same_output_note(rows, "same_output_as_baseline", "baseline"),
         f"Trace: {len(trace)} requests ({trace.source}), Poisson arrivals at {s.mixed_rate:g} req/s.",
-        "Why: on a CPU the lanes take turns on the cores (--concurrent-lanes auto is 1 on a CPU, "
-        "docs/architecture.md#cpu-and-gpu), so PDV's verify lane never runs beside its decode lane; "
-        "what lanes change here is only the order of prefill, draft and verify work, and each PDV "
-        "micro-batch pays a verifier forward of its own.",
+        "On a CPU the lanes take turns on the cores by default (--lane-compute turns, "
+        "docs/architecture.md#cpu-and-gpu), so PDV's verify lane never runs beside its decode lane: what "
+        "lanes change here is the order of prefill, draft and verify work, and PDV pipelines a group only "
+        "where this machine's measured step costs say it pays.",
     ]
+    goals += pdv_goal.goals(rows, NAME)  # the mixed traffic is one more load point of PDV's goal
     return PartResult(NAME, "Lanes under mixed traffic: PDV, PD and Baseline", rows, summary, goals, notes)

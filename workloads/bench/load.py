@@ -1,6 +1,7 @@
 """Part 3, load sweep: ``ar``, ``baseline``, ``pd`` and ``pdv`` in closed loops of C concurrent requests,
 against transformers' ``generate`` served request by request – what a user without a serving engine
-would run. Goal: the best engine at C = 16 makes >= 4x the reference's output tokens/s.
+would run. Goals: the best engine at C = 16 makes >= 6x the reference's output tokens/s, and at every load
+point PDV makes >= 0.97x the better of Baseline's and PD's tokens/s in the same round (``workloads.bench.pdv_goal``).
 
 Engine runs are ordinary runs written to ``<out>/load-sweep`` (the dashboard's
 Runs page lists and opens it). The reference serves one request at a time, so
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.config import SamplingParams, flag
+from workloads.bench import pdv_goal
 from workloads.bench.common import (
     BenchContext,
     Goal,
@@ -155,6 +157,7 @@ def run(ctx: BenchContext) -> PartResult:
                 best["ratio_median"] >= GOAL,
             )
         )
+    goals += pdv_goal.goals(rows, NAME)  # none where PDV, Baseline or PD did not run
     notes.append(same_output_note(rows, "same_output_as_ar"))
     for c in loads:
         top = max(engines, key=lambda e: find(summary, f"C={c}", e, "output_tok_s")["median"])
