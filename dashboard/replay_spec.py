@@ -33,7 +33,7 @@ class ReplaySpec:
     seed: int = 0
     device: str = "auto"
     endpoints: tuple[EndpointSpec, ...] = ()  # OpenAI-compatible servers, run after the engines
-    rounds: int = DEFAULT_ROUNDS  # each engine runs the trace once per round, in rotating order
+    rounds: int = DEFAULT_ROUNDS  # each engine runs the trace once per round, in a balanced order
 
     def __post_init__(self) -> None:
         if self.rounds < 1:

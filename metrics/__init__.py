@@ -18,7 +18,7 @@ Data flows one way::
 * ``recorded_steps``  – a request's verify steps as outputs.jsonl keeps them, and reading them back.
 * ``frames``          – pandas views of runs, identical whether built live or read back.
 * ``comparison``      – every run against AR at the same load ("× AR") and how summary columns read.
-* ``rounds``          – a comparison's rounds: rotating order, ratios within a round, their min–max interval;
+* ``rounds``          – a comparison's rounds: balanced order, ratios within a round, their min–max interval;
   ``round_summary`` – one load point summarised over its rounds; ``verdict`` – its one-line answer.
 * ``host_noise``      – what else the machine did during a run (load, other processes' CPU, steal).
 * ``draft_sources``   – proposals per draft source: how often each drafted and how much was kept.

@@ -13,7 +13,7 @@ Open-loop instead of closed-loop: ``--rates 1,2,4 [--burstiness B] [--max-concur
 (``--request-rate R`` is a one-rate ``--rates``). Prints a summary table and,
 with ``--json``, one JSON line (``{"out_dir", "run_ids", "summaries", "verdicts"}``) as
 the last line of stdout. At each load point the engines run ``--rounds`` rounds
-(3 by default) in rotating order; the table's × AR columns are the median
+(3 by default) in a balanced order; the table's × AR columns are the median
 ratio to AR of the same round with the interval a repeat run's median
 falls in, and one verdict line
 per load point follows the table. Exit codes: 0 when every planned run ran to its

@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--rounds",
         type=int,
         default=DEFAULT_ROUNDS,
-        help="each engine runs the trace this many times per load point, in rotating order; × AR is the median "
+        help="each engine runs the trace this many times per load point, in a balanced order; × AR is the median "
         "over rounds with the interval a repeat run's median falls in, and a verdict needs 3",
     )
     run.add_argument(

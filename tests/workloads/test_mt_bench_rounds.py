@@ -1,4 +1,4 @@
-"""MT-Bench in rounds: each engine's two turns per round in rotating order, each turn a comparison with a verdict."""
+"""MT-Bench in rounds: each engine's two turns per round in a balanced order, each turn a comparison with a verdict."""
 
 from __future__ import annotations
 

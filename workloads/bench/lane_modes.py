@@ -4,7 +4,7 @@ Every competitor is an engine with a lane mode: AR and Baseline taking turns
 (one lane), Baseline's batch split over two one-core lanes at once
 (``--colocated-lanes 2``: the parallelism any engine could use), and PD and
 PDV both taking turns and at once. They run one after another on the same
-held-out prompts, every round (``--rounds``), in rotating order, so each
+held-out prompts, every round (``--rounds``), in a balanced order, so each
 round's ratios compare engines on the same machine state. Recorded per run:
 tokens/s, TPOT p50, whether the outputs equal AR's, the share of the
 machine's CPU other processes and the hypervisor took meanwhile
@@ -143,7 +143,7 @@ def group_name(options: LaneModesOptions) -> str:
 
 
 def measure(ctx: BenchContext, options: LaneModesOptions, trace: Trace) -> list[dict[str, Any]]:
-    """Every competitor once per round, in rotating order: one row per round and competitor."""
+    """Every competitor once per round, in a balanced order: one row per round and competitor."""
     params = SamplingParams(max_new_tokens=options.max_new_tokens, seed=0)
     group = group_name(options)
     load_start = os.getloadavg()[0]

@@ -3,7 +3,7 @@
 
 Both produce the same tokens (checked per prompt), so the ratio is the cost of
 the engine's machinery (scheduling, request records, streaming) net of its
-kernels. Each round runs both on the same held-out prompts, in rotating order.
+kernels. Each round runs both on the same held-out prompts, in a balanced order.
 """
 
 from __future__ import annotations

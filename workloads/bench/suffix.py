@@ -19,7 +19,7 @@ Every run builds a fresh engine (a fresh tree), warms its first forwards with
 one warm-up prompt rather than a measured one, and records what its tree held
 at the end.
 
-Runs are interleaved round by round in a rotating order; each drafter's
+Runs are interleaved round by round in a balanced order; each drafter's
 tokens/s is divided by AR's in the same round, set and load, and the table
 gives the median ratio, its min–max over rounds and the interval a repeat
 run's median falls in (``metrics.rounds``' arithmetic, the one every verdict

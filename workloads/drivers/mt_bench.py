@@ -9,7 +9,7 @@ and ``categories.csv`` beside the run files holds one row per run, round, turn
 and category: the per-category view a mixed run's summary cannot give.
 
 Like every comparison, it runs in rounds (``workloads.drivers.rounds``): in
-each round the engines take their turn in rotating order, each running its
+each round the engines take their turn in a balanced order, each running its
 turn 1 and then its turn 2, and each turn is a comparison of its own with its
 × AR intervals and verdict. Every run builds a fresh engine, so no round's
 suffix tree holds an earlier round's answers to the same questions.
@@ -116,7 +116,7 @@ def run_mt_bench(
 ) -> list[RunResult]:
     """``run_sweep`` for MT-Bench: in each round, each engine runs turn 1 on ``trace``, then its own turn 2.
 
-    The engines take turns in rotating order round by round, as in ``run_sweep``;
+    The engines take turns in a balanced order round by round, as in ``run_sweep``;
     each turn is its own comparison at the load point ("turn 1", "turn 2"), with
     its × AR intervals and verdict, since a second turn's longer prompts make
     a different workload. Results come in run order.

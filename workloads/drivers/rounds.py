@@ -1,7 +1,7 @@
 """A load point's comparison as its rounds finish: what ``run_sweep`` tells its caller and writes at the end.
 
 At each load point ``run_sweep`` replays the trace on every engine once per
-round, in rotating order (``metrics.rounds``); each engine keeps one run id
+round, in a balanced order (a Williams design, ``metrics.rounds``); each engine keeps one run id
 over its rounds. ``LoadPointRounds`` collects those runs, reads the machine's
 state around each (``metrics.host_noise``), and after every run gives the
 comparison so far (``metrics.round_summary``: pooled summaries, × AR

@@ -2,12 +2,13 @@
 
 Runs go load point by load point, every engine at each, so a sweep cut short
 still compares all engines at the loads it reached. At each load point the
-engines run ``rounds`` times, in an order that rotates each round (ABC, BCA,
-…), so a slow spell of a shared machine hits them alike and each ratio to AR is
-taken within one round (``metrics.rounds``, ``workloads.drivers.rounds``). Each finished run is
-written at once by a ``RunWriter``, the one writer of run files (the CLI's and
-the dashboard's runs alike); a crash or a cancel loses at most the run in
-progress.
+engines run ``rounds`` times, in a balanced order (a Williams design: over
+a full cycle of rounds each engine runs in every place, and directly after
+each other one, equally often), so a slow spell of a shared machine hits them
+alike and each ratio to AR is taken within one round (``metrics.rounds``,
+``workloads.drivers.rounds``). Each finished run is written at once by a
+``RunWriter``, the one writer of run files (the CLI's and the dashboard's runs
+alike); a crash or a cancel loses at most the run in progress.
 
 Runs of one sweep never overlap: they would share the machine's cores and each
 would measure the other's load. (The dashboard's simultaneous mode runs one
@@ -46,7 +47,7 @@ class SweepPlan:
     policies: tuple[ArrivalPolicy, ...]
     settings: RunSettings = field(default_factory=RunSettings)
     endpoints: tuple[EndpointSpec, ...] = ()  # servers run after the engines, at each load point
-    rounds: int = 1  # each engine runs once per round, in rotating order; the CLI's and pages' default is 3
+    rounds: int = 1  # each engine runs once per round, in a balanced order; the CLI's and pages' default is 3
 
     def __post_init__(self) -> None:
         if not (self.engines or self.endpoints) or not self.policies:
@@ -158,7 +159,7 @@ def run_sweep(
     """Run the plan; results (one per engine and round) in run order. Stops after the current run once
     ``hooks.cancel`` is set.
 
-    At each load point the engines run ``plan.rounds`` rounds in rotating order
+    At each load point the engines run ``plan.rounds`` rounds in a balanced order
     (``workloads.drivers.rounds``); after every run, and once more when the load
     point ends, ``on_comparison`` receives its comparison so far (× AR intervals,
     verdict, noise). Each run's round is written through ``out`` (a ``RunWriter``,
