@@ -46,6 +46,7 @@ class LaneCompute(StrEnum):
 
     TURNS = "turns"  # one lane at a time, with every intra-op thread
     AT_ONCE = "at-once"  # lanes at once, each with its own share of the cores as its intra-op threads
+    ELASTIC = "elastic"  # a lane computing alone has every core; lanes with work at the same time split them
 
 
 class StepChoice(StrEnum):
@@ -247,14 +248,14 @@ class EngineConfig:
             choices=[c.value for c in StepChoice],
         ),
     )
-    # taking turns is what the engines did before lanes could run at once on a CPU; at-once is measured against
-    # it in docs/results.md ("Lanes that pay")
+    # taking turns is what the engines did before lanes could run at once on a CPU; at-once and elastic are
+    # measured against it in docs/results.md ("Lanes that pay")
     lane_compute: LaneCompute = field(
         default=LaneCompute.TURNS,
         metadata=flag(
             "--lane-compute",
             str,
-            "CPU: lanes take turns with every core, or run at once with a share of the cores each",
+            "CPU: lanes take turns with every core, run at once with a share each, or elastic (all alone, shares)",
             choices=[c.value for c in LaneCompute],
         ),
     )

@@ -94,7 +94,7 @@ class Engine(RowFailures, Driven, ABC):
         self.budgets = lane_budgets(names, cores, pair.device.type == "cuda", self.config.lane_compute)
         slots = self.budgets.slots if self.config.concurrent_lanes is None else self.config.concurrent_lanes
         rules = ArbiterRules(self.config.verify_promote_margin, self.config.prefill_after_turns)
-        self.arbiter = LaneArbiter(slots, rules, self._backlog)
+        self.arbiter = LaneArbiter(slots, rules, self._backlog, cores if self.budgets.elastic else None)
         self.streams = {name: LaneStream(pair.device, lane=name) for name in names}
         self.lanes: dict[str, Lane] = {}  # made at start
 
@@ -108,7 +108,7 @@ class Engine(RowFailures, Driven, ABC):
             torch.set_num_threads(self.config.intra_op_threads)
         if cpu := self.pair.device.type == "cpu":
             release_openmp_pool()  # this thread loaded and profiled the models; from now on the lanes compute
-        turns = cpu and self.arbiter.slots == 1 and len(self.composition) > 1
+        turns = cpu and (self.arbiter.slots == 1 or self.budgets.elastic) and len(self.composition) > 1
         for spec in self.composition:
             threads = self.budgets.threads[spec.name]
             self.lanes[spec.name] = Lane(spec, self.name, arbiter=self.arbiter, stream=self.streams[spec.name],

@@ -12,7 +12,10 @@ promotion, starvation and prefill-interleaving rules). ``slots`` is how many lan
 at once: every lane on a GPU (their streams overlap); on a CPU one (lanes
 take turns with every core) or, with ``LaneCompute.AT_ONCE``, as many as the
 cores, each lane's thread then running with its own share of the cores
-(``engine.schedulers.plan.lane_budgets``).
+(``engine.schedulers.plan.lane_budgets``). With ``LaneCompute.ELASTIC`` the
+arbiter also counts the intra-op threads lanes hold and grants each turn its
+own (``engine.schedulers.plan.elastic_threads``): every core to a lane with no
+other lane computing or wanting a turn, a share while others do.
 
 ``torch.set_num_threads`` sets the calling thread's own intra-op count (and a
 process-wide value a thread starts from); a thread's count is initialised
@@ -35,7 +38,7 @@ import torch
 
 from engine.devices import LaneStream
 from engine.profiling.lane_threads import release_openmp_pool, use_intra_op_threads
-from engine.schedulers.plan import PRIORITY, STARVATION_S, ArbiterRules, choose_lane
+from engine.schedulers.plan import PRIORITY, STARVATION_S, ArbiterRules, choose_lane, elastic_threads
 
 __all__ = ["PRIORITY", "STARVATION_S", "ArbiterRules", "Lane", "LaneArbiter", "LaneSpec", "Work", "choose_lane"]
 
@@ -56,13 +59,21 @@ class LaneSpec(NamedTuple):
 
 
 class LaneArbiter:
-    """Grants device turns to lanes by ``choose_lane``; at most ``slots`` at once."""
+    """Grants device turns to lanes by ``choose_lane``; at most ``slots`` at once.
 
-    def __init__(self, slots: int, rules: ArbiterRules, backlog: Callable[[], dict[str, int]]) -> None:
+    ``cores`` (elastic lanes only): the intra-op threads the lanes share; each turn is then granted with its
+    own thread count (``elastic_threads``) and waits while none is free.
+    """
+
+    def __init__(
+        self, slots: int, rules: ArbiterRules, backlog: Callable[[], dict[str, int]], cores: int | None = None
+    ) -> None:
         if slots < 1:
             raise ValueError("slots must be >= 1")
         self.slots = slots
         self.rules = rules
+        self.cores = cores
+        self._busy: dict[str, int] = {}  # lane computing now -> its threads (elastic lanes)
         self._backlog = backlog
         self._cond = threading.Condition()
         self._waiting: dict[str, float] = {}  # lane -> perf_counter when it started waiting
@@ -80,22 +91,39 @@ class LaneArbiter:
         passed = {lane: self._grants - self._last.get(lane, 0) for lane in self._waiting}
         return choose_lane(self._waiting, self._backlog(), self.rules, time.perf_counter(), passed)
 
+    def _threads(self, lane: str) -> int | None:
+        """The threads ``lane`` would be granted now (elastic), None while none are free; 0 when not elastic."""
+        if self.cores is None:
+            return 0
+        backlog = self._backlog()
+        contenders = {other for other in self._waiting if other != lane}
+        contenders |= {other for other, queued in backlog.items() if queued > 0 and other != lane}
+        contenders -= self._busy.keys()
+        return elastic_threads(self.cores, sum(self._busy.values()), len(self._busy), len(contenders))
+
     @contextmanager
-    def turn(self, lane: str) -> Iterator[None]:
+    def turn(self, lane: str) -> Iterator[int]:
+        """Hold one of the slots while the block runs; yields the turn's intra-op threads (0: not elastic)."""
         with self._cond:
             self._waiting[lane] = time.perf_counter()
-            while not (self._active < self.slots and self._choose() == lane):
+            while True:
+                threads = self._threads(lane) if self._active < self.slots and self._choose() == lane else None
+                if threads is not None:
+                    break
                 self._cond.wait(timeout=0.05)
             del self._waiting[lane]
             self._grants += 1
             self._last[lane] = self._grants
             self._active += 1
+            if threads:
+                self._busy[lane] = threads
             self._cond.notify_all()
         try:
-            yield
+            yield threads
         finally:
             with self._cond:
                 self._active -= 1
+                self._busy.pop(lane, None)
                 self._cond.notify_all()
 
 
@@ -104,10 +132,10 @@ class Lane:
 
     ``guard`` wraps the loop (the engine's: a crash fails every live request); ``idle`` is called after a
     pass in which no work had anything to do. ``threads``: the lane's intra-op thread count, set first thing
-    on its own thread (None: the process's). ``release_pool`` (CPU lanes taking turns): end the thread's OpenMP
-    workers (``release_openmp_pool``) at the end of a turn another lane is waiting for, and on an idle pass, so
-    that only the lane computing holds workers; a lane running turn after turn alone keeps them. Mutates
-    ``busy_s`` as it works.
+    on its own thread (None: the process's), and again at a turn whose elastic grant differs. ``release_pool``
+    (CPU lanes taking turns, or elastic): end the thread's OpenMP workers (``release_openmp_pool``) at the end
+    of a turn another lane is waiting for, and on an idle pass, so that only the lanes computing hold workers; a
+    lane running turn after turn alone keeps them. Mutates ``busy_s`` and ``threads`` as it works.
     """
 
     def __init__(
@@ -153,8 +181,12 @@ class Lane:
 
     @contextmanager
     def turn(self) -> Iterator[None]:
-        """Hold the device: the arbiter's turn, the busy meter running, this lane's stream current."""
-        with self._arbiter.turn(self.name):
+        """Hold the device: the arbiter's turn (with its thread count, elastic lanes), the busy meter running,
+        this lane's stream current."""
+        with self._arbiter.turn(self.name) as threads:
+            if threads and threads != self.threads:
+                use_intra_op_threads(threads)  # this lane's thread: the count holds for its later regions
+                self.threads = threads
             start = time.perf_counter()
             try:
                 with self.stream.activate():

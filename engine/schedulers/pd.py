@@ -29,6 +29,7 @@ class PDEngine(Engine):
         decode_side = Handoff()
         prefill = Prefill(self, decode_side)
         return (
-            LaneSpec("prefill", (prefill,), prefill.depth, prefill.depth),
+            # the arbiter weighs what is admitted (requests the batch has no room for are no lane's work yet)
+            LaneSpec("prefill", (prefill,), prefill.depth, lambda: len(prefill.prefilling)),
             LaneSpec("decode", (AtomicDecode(self, decode_side),), decode_side.total, decode_side.total),
         )

@@ -84,7 +84,8 @@ class PDVEngine(Engine):
         if interference is None:  # an older profile: concurrent_slowdown raises ProfileMissing, naming the fix
             self.profile.concurrent_slowdown(rows, draft_len + 1)
         slowdown = interference.concurrent_slowdown(-(-rows // groups), draft_len + 1)
-        alone = interference.budget_slowdown(rows, draft_len + 1)
+        # elastic lanes: a lane computing alone has every core
+        alone = 1.0 if self.budgets.elastic else interference.budget_slowdown(rows, draft_len + 1)
         return mode_costs(self.profile, rows, groups, draft_len, model, True, slowdown, alone)
 
     def start(self):

@@ -183,6 +183,7 @@ def plan_group(state: GroupState, rules: GroupRules, costs: ModeCosts | None) ->
 class LaneBudgets(NamedTuple):
     slots: int  # lanes that may hold a device turn at once
     threads: dict[str, int | None]  # lane -> its intra-op threads; None: whatever the thread has (CUDA)
+    elastic: bool = False  # each turn's threads from ``elastic_threads`` (``threads`` then: each lane's at start)
 
 
 def lane_budgets(lanes: tuple[str, ...], cores: int, cuda: bool, compute: LaneCompute) -> LaneBudgets:
@@ -194,19 +195,41 @@ def lane_budgets(lanes: tuple[str, ...], cores: int, cuda: bool, compute: LaneCo
     count another thread set last). At once, as many lanes as there are
     cores run, each with an equal share of ``cores``; the share's remainder
     goes to the lanes first in priority (decode, verify, prefill), so the
-    lanes at once use exactly ``cores`` threads.
+    lanes at once use exactly ``cores`` threads. Elastic, as many lanes as
+    there are cores may run, each turn with the threads ``elastic_threads``
+    grants it.
     """
     if cores < 1:
         raise ValueError(f"cores must be >= 1, got {cores}")
     if cuda:
         return LaneBudgets(len(lanes), dict.fromkeys(lanes))
-    if compute is LaneCompute.TURNS or len(lanes) == 1:
+    if compute is LaneCompute.TURNS or len(lanes) == 1 or cores == 1:
         return LaneBudgets(1, dict.fromkeys(lanes, cores))
+    if compute is LaneCompute.ELASTIC:
+        return LaneBudgets(min(len(lanes), cores), dict.fromkeys(lanes, cores), elastic=True)
     slots = min(len(lanes), cores)
     share, extra = divmod(cores, slots)
     ranked = sorted(lanes, key=lambda lane: PRIORITY.index(lane) if lane in PRIORITY else len(PRIORITY))
     threads = {lane: share + (i < extra) for i, lane in enumerate(ranked)}
     return LaneBudgets(slots, {lane: threads[lane] for lane in lanes})
+
+
+def elastic_threads(cores: int, busy: int, computing: int, contenders: int) -> int | None:
+    """Intra-op threads for a lane taking a turn now with elastic lanes, or None: none free yet, wait.
+
+    ``busy``: threads held by the ``computing`` lanes; ``contenders``: the
+    other lanes that want a turn (waiting for one, or with work queued). A
+    lane alone gets every core; a lane with others computing or about to
+    gets an equal share of the cores (at least one), at most what is free,
+    so lanes never hold more threads than there are cores.
+    """
+    if cores < 1 or busy < 0 or computing < 0 or contenders < 0:
+        raise ValueError("cores must be >= 1 and busy, computing and contenders >= 0")
+    free = cores - busy
+    if free < 1:
+        return None
+    lanes = min(cores, 1 + computing + contenders)
+    return min(free, max(1, cores // lanes))
 
 
 def mode_costs(

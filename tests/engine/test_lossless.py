@@ -85,6 +85,8 @@ LANE_MODES = {  # every way an engine may run its lanes: (engine, lane compute, 
     "pdv-at-once-pipelined": ("pdv", LaneCompute.AT_ONCE, None, StepChoice.COST),
     "pdv-at-once-atomic": ("pdv", LaneCompute.AT_ONCE, 100, StepChoice.COST),
     "pdv-turns-count": ("pdv", LaneCompute.TURNS, 3, StepChoice.COUNT),
+    "pd-elastic": ("pd", LaneCompute.ELASTIC, 3, StepChoice.COST),
+    "pdv-elastic-pipelined": ("pdv", LaneCompute.ELASTIC, None, StepChoice.COST),
 }
 
 

@@ -48,7 +48,7 @@ def test_release_ends_the_calling_threads_openmp_workers_and_the_next_region_sta
 @pytest.mark.parametrize(
     ("engine", "compute", "per_turn"),
     [("pd", LaneCompute.TURNS, True), ("pdv", LaneCompute.TURNS, True), ("pdv", LaneCompute.AT_ONCE, False),
-     ("baseline", LaneCompute.TURNS, False)],
+     ("pdv", LaneCompute.ELASTIC, True), ("baseline", LaneCompute.TURNS, False)],
 )  # fmt: skip
 def test_lanes_taking_turns_on_a_cpu_release_their_workers(
     tiny_pair, monkeypatch, engine, compute, per_turn

@@ -164,7 +164,7 @@ def test_at_once_budgets_of_the_lanes_running_together_sum_to_the_cores(cores):
 
 
 def test_one_lane_gets_every_core_and_cuda_lanes_no_thread_budget():
-    assert lane_budgets(("loop",), cores=2, cuda=False, compute=LaneCompute.AT_ONCE) == (1, {"loop": 2})
+    assert lane_budgets(("loop",), cores=2, cuda=False, compute=LaneCompute.AT_ONCE) == (1, {"loop": 2}, False)
     cuda = lane_budgets(("prefill", "decode", "verify"), cores=2, cuda=True, compute=LaneCompute.TURNS)
     assert cuda.slots == 3 and set(cuda.threads.values()) == {None}
     with pytest.raises(ValueError, match="cores must be >= 1"):

@@ -107,8 +107,9 @@ def test_sampled_tokens_follow_the_verifier_at_every_drafted_position(tiny_pair,
         ("pd", LanesMode(LaneCompute.AT_ONCE, 3, StepChoice.COUNT)),
         ("pdv", LanesMode(LaneCompute.AT_ONCE, None, StepChoice.COUNT)),  # pipelined, draft and verify at once
         ("pdv", LanesMode(LaneCompute.AT_ONCE, 10_000, StepChoice.COUNT)),  # atomic on the decode lane
+        ("pdv", LanesMode(LaneCompute.ELASTIC, None, StepChoice.COUNT)),  # threads per turn, by who has work
     ],
-    ids=["pd-at-once", "pdv-at-once-pipelined", "pdv-at-once-atomic"],
+    ids=["pd-at-once", "pdv-at-once-pipelined", "pdv-at-once-atomic", "pdv-elastic-pipelined"],
 )
 def test_sampled_tokens_follow_the_verifier_with_lanes_at_once(tiny_pair, engine, lanes):
     """As above, with each lane on its own share of the cores: the lanes' threads change no distribution."""

@@ -114,6 +114,17 @@ def test_lanes_run_pdv_pd_and_baseline_under_mixed_traffic_into_a_run_directory(
     assert goals[2]["figure"].startswith(f"{ratio:.3f} ") and goals[2]["met"] == ("met" if ratio >= 0.97 else "missed")
 
 
+def test_lanes_also_run_pd_and_pdv_in_the_lane_modes_named(tmp_path):
+    out = bench(tmp_path / "b", "--parts", "lanes", "--lanes-compute", "elastic")
+    rows = read_csv(out / "4-lanes.csv")
+    assert sorted(r["label"] for r in rows) == ["baseline", "pd", "pd elastic", "pdv", "pdv elastic"]
+    assert {r["same_output_as_baseline"] for r in rows} == {"True"}
+    summary = {r["label"] for r in read_csv(out / "summary.csv") if r["part"] == "4-lanes"}
+    assert {"pd elastic", "pdv elastic"} <= summary
+    assert any(n.startswith("Elastic lanes") for n in notes_of(out, lanes.NAME))
+    assert len([g for g in read_csv(out / "goals.csv") if g["part"] == "4-lanes"]) == 3  # the defaults' goals
+
+
 def test_the_lanes_identical_output_check_fails_when_one_engine_differs(tmp_path, monkeypatch):
     one_sweep_output_longer(lanes, monkeypatch, "pdv")
     out = bench(tmp_path / "b", "--parts", "lanes")
@@ -280,6 +291,8 @@ def test_forward_cost_times_the_load_prompts_in_attention_groups_against_one_pad
         (["--parts", "load", "--load-loads", "0"], "--load-loads"),
         (["--parts", "lane-modes", "--lane-modes-concurrency", "0"], "--lane-modes-concurrency must be at least 1"),
         (["--parts", "lane-modes", "--lane-modes-requests", "x"], "--lane-modes-requests"),
+        (["--parts", "lanes", "--lanes-compute", "turns"], "turns is the default every engine runs in"),
+        (["--parts", "lanes", "--lanes-compute", "sideways"], "--lanes-compute"),
     ],
 )
 def test_a_bad_part_option_is_one_error_before_any_model_loads(tmp_path, capsys, flags, message):

@@ -87,6 +87,19 @@ def test_named_competitors_run_alone_and_the_arbiters_variants_take_only_the_pre
     assert "C=4: pd ÷ pd prefill-after off, per round: 1.100, 1.211; median 1.156 (1.100–1.211)." in notes(rows)
 
 
+def test_elastic_competitors_change_only_the_lane_mode_and_read_against_taking_turns():
+    from engine.config import LaneCompute
+    from workloads.bench.lane_modes import notes
+
+    picked = competitors(EngineConfig(), ("ar", "pd", "pd elastic", "pdv elastic"))
+    assert [(c.label, c.engine) for c in picked] == [("ar", "ar"), ("pd", "pd"), ("pd elastic", "pd"),
+                                                     ("pdv elastic", "pdv")]  # fmt: skip
+    assert picked[2].config == EngineConfig(lane_compute=LaneCompute.ELASTIC) == picked[3].config
+    rows = [row("C=4", r, label, tok_s) for r in (0, 1) for label, tok_s in
+            (("ar", 10.0), ("pd", 10.0), ("pd elastic", 11.0 + r), ("baseline", 10.0))]  # fmt: skip
+    assert "C=4: pd elastic ÷ pd, per round: 1.100, 1.200; median 1.150 (1.100–1.200)." in notes(rows)
+
+
 def test_pdvs_goal_is_read_per_load_from_the_rounds_against_the_better_of_baseline_and_pd(tmp_path):
     from workloads.bench.lane_modes import GOALS, NAME
     from workloads.bench.pdv_goal import goal_rows, goals

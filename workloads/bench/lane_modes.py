@@ -66,16 +66,18 @@ GOALS = "goals.csv"  # PDV's goal per load point, from every row of the CSV
 PDV_AGAINST = {
     "pdv": pdv_goal.AGAINST,
     "pdv at-once": ("baseline", "pd", "pd at-once"),
+    "pdv elastic": ("baseline", "pd", "pd elastic"),
     "pdv prefill-after off": ("baseline", "pd prefill-after off"),
 }
 # the arbiter's prefill interleaving (--prefill-after-turns 1, the default): each engine with it against itself
 # without
 WITH_AGAINST_WITHOUT = {"pd": "pd prefill-after off", "pdv": "pdv prefill-after off"}
+ELASTIC_AGAINST_TURNS = {"pd elastic": "pd", "pdv elastic": "pdv"}  # elastic lanes against taking turns
 LABELS = (
     "ar", "baseline", "baseline halves at-once", "pd", "pd at-once", "pdv", "pdv at-once",
-    "pd prefill-after off", "pdv prefill-after off",
+    "pd prefill-after off", "pdv prefill-after off", "pd elastic", "pdv elastic",
 )  # fmt: skip
-DEFAULT_LABELS = LABELS[:7]  # the lane modes and the fair reference; the arbiter's variants when named
+DEFAULT_LABELS = LABELS[:7]  # the lane modes and the fair reference; the arbiter's variants and elastic when named
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ def competitors(base: EngineConfig, labels: tuple[str, ...] = DEFAULT_LABELS) ->
     """The competitors named by ``labels``, in the catalogue's order."""
     at_once = replace(base, lane_compute=LaneCompute.AT_ONCE)
     no_interleave = replace(base, prefill_after_turns=None)
+    elastic = replace(base, lane_compute=LaneCompute.ELASTIC)
     catalogue = (
         Competitor("ar", "ar", base),
         Competitor("baseline", "baseline", base),
@@ -132,6 +135,8 @@ def competitors(base: EngineConfig, labels: tuple[str, ...] = DEFAULT_LABELS) ->
         Competitor("pdv at-once", "pdv", at_once),
         Competitor("pd prefill-after off", "pd", no_interleave),
         Competitor("pdv prefill-after off", "pdv", no_interleave),
+        Competitor("pd elastic", "pd", elastic),
+        Competitor("pdv elastic", "pdv", elastic),
     )
     return tuple(c for c in catalogue if c.label in labels)
 
@@ -227,7 +232,8 @@ def notes(rows: list[dict[str, Any]]) -> list[str]:
     for group in dict.fromkeys(r["group"] for r in rows):
         pairs = {f"{pdv} ÷ max({', '.join(against)})": (pdv, against) for pdv, against in PDV_AGAINST.items()}
         pairs["baseline halves at-once ÷ baseline"] = ("baseline halves at-once", ("baseline",))
-        pairs |= {f"{label} ÷ {without}": (label, (without,)) for label, without in WITH_AGAINST_WITHOUT.items()}
+        for against_one in (WITH_AGAINST_WITHOUT, ELASTIC_AGAINST_TURNS):
+            pairs |= {f"{label} ÷ {other}": (label, (other,)) for label, other in against_one.items()}
         pairs |= {f"pdv ÷ {other}": ("pdv", (other,)) for other in PDV_AGAINST["pdv"]}
         for name, (label, against) in pairs.items():
             if per_round := pdv_goal.per_round(rows, group, label, against):

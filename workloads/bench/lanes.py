@@ -7,16 +7,26 @@ are meant for. The claim put to the test (from the work PD-Verify started
 from): isolating verification cuts p95/p99 decode latency by 30–50% and adds
 up to 11.5% throughput. Figures are ratios to Baseline in the same round; the
 runs are written to ``<out>/lanes``.
+
+``--lanes-compute elastic`` (or ``at-once``) adds PD and PDV with their lanes
+in that mode as competitors (``pd elastic``, ``pdv elastic``), on the same
+trace in the same rounds: prefill chunks of long prompts are the work a lane
+at once could overlap with decoding. The goals stay the defaults'.
 """
 
 from __future__ import annotations
 
-from engine.config import SamplingParams
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+from engine.config import EngineConfig, LaneCompute, SamplingParams, flag
 from workloads.bench import pdv_goal
 from workloads.bench.common import (
     BenchContext,
     Goal,
+    Listed,
     PartResult,
+    comma_list,
     find,
     held_out,
     ratio_summary,
@@ -35,6 +45,41 @@ ENGINES = ("baseline", "pd", "pdv")
 LATENCY_CUT = 0.30  # the claim: p95/p99 decode latency 30-50% lower with verification isolated
 THROUGHPUT_GAIN = 0.115  # ... and up to 11.5% more throughput
 METRICS = ("tpot_p95_ms", "tpot_p99_ms", "ttft_p99_ms")
+MODES = tuple(m for m in LaneCompute if m is not LaneCompute.TURNS)  # the defaults take turns
+
+
+@dataclass(frozen=True)
+class LanesOptions:
+    """Lane modes PD and PDV also run in, beside the defaults."""
+
+    compute: tuple[LaneCompute, ...] = field(
+        default=Listed(),
+        metadata=flag(
+            "--lanes-compute",
+            comma_list(LaneCompute, "lane modes"),
+            f"comma list of lane modes PD and PDV also run in ({', '.join(MODES)}); none: the defaults only",
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        if LaneCompute.TURNS in self.compute:
+            raise ValueError("--lanes-compute: turns is the default every engine runs in; name the other modes")
+
+    def quick(self) -> LanesOptions:
+        return self
+
+
+class Competitor(NamedTuple):
+    label: str
+    engine: str
+    config: EngineConfig
+
+
+def competitors(compute: tuple[LaneCompute, ...]) -> tuple[Competitor, ...]:
+    """Baseline, PD and PDV with the defaults, then PD and PDV in each of ``compute``'s lane modes."""
+    base = EngineConfig()
+    extra = [(f"{e} {m}", e, replace(base, lane_compute=m)) for m in compute for e in ("pd", "pdv")]
+    return tuple(Competitor(*c) for c in [*((e, e, base) for e in ENGINES), *extra])
 
 
 def mixed_trace(ctx: BenchContext) -> Trace:
@@ -61,18 +106,24 @@ def run(ctx: BenchContext) -> PartResult:
     writer = RunWriter(ctx.out / "lanes")
     params = SamplingParams(max_new_tokens=s.max_new_tokens, seed=0)
     policy = OpenLoop(s.mixed_rate, 1.0, None, seed=0)
+    modes = ctx.options(LanesOptions).compute
+    comps = competitors(modes)
     rows = []
     for round_ in range(s.rounds):
-        plan = SweepPlan(tuple(rotated(ENGINES, round_)), (policy,), RunSettings(params=params))
-        results = run_sweep(ctx.pair, trace, plan, writer, {**ctx.meta, "bench": NAME, "bench_round": round_})
-        outputs = {r.key.engine: [list(q.output_token_ids) for q in r.requests] for r in results}
-        for result in results:
+        outputs, results = {}, []
+        for comp in rotated(comps, round_):
+            plan = SweepPlan((comp.engine,), (policy,), RunSettings(config=comp.config, params=params))
+            meta = {**ctx.meta, "bench": NAME, "bench_round": round_, "competitor": comp.label}
+            (result,) = run_sweep(ctx.pair, trace, plan, writer, meta)
+            outputs[comp.label] = [list(q.output_token_ids) for q in result.requests]
+            results.append((comp.label, result))
+        for label, result in results:
             m = result.summary
             rows.append(
-                {"group": f"{s.mixed_rate:g} req/s", "round": round_, "label": result.key.engine,
+                {"group": f"{s.mixed_rate:g} req/s", "round": round_, "label": label,
                  "run_id": result.key.run_id, "output_tok_s": m.output_tok_s, "tpot_p95_ms": m.tpot_p95_ms,
                  "tpot_p99_ms": m.tpot_p99_ms, "ttft_p99_ms": m.ttft_p99_ms, "acceptance": m.acceptance_rate,
-                 "same_output_as_baseline": outputs[result.key.engine] == outputs["baseline"]}
+                 "same_output_as_baseline": outputs[label] == outputs["baseline"]}
             )  # fmt: skip
     group = rows[0]["group"]
     summary = ratio_summary(rows, "output_tok_s", "baseline", NAME)
@@ -97,5 +148,10 @@ def run(ctx: BenchContext) -> PartResult:
         "lanes change here is the order of prefill, draft and verify work, and PDV pipelines a group only "
         "where this machine's measured step costs say it pays.",
     ]
+    if LaneCompute.ELASTIC in modes:
+        notes.append(
+            "Elastic lanes (--lane-compute elastic): a lane computing alone has every core, lanes with work at the "
+            "same time one share each, so a long prompt's prefill can run beside decoding instead of between steps."
+        )
     goals += pdv_goal.goals(rows, NAME)  # the mixed traffic is one more load point of PDV's goal
     return PartResult(NAME, "Lanes under mixed traffic: PDV, PD and Baseline", rows, summary, goals, notes)

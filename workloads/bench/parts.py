@@ -48,7 +48,7 @@ PARTS: dict[str, Part] = {
         Part(overhead.NAME, overhead.run),
         Part(single.NAME, single.run),
         Part(load.NAME, load.run, load.LoadOptions),
-        Part(lanes.NAME, lanes.run),
+        Part(lanes.NAME, lanes.run, lanes.LanesOptions),
         Part(hardware.NAME, hardware.run),
         Part(dashboard_cost.NAME, dashboard_cost.run),
         Part(drafters.NAME, drafters.run, drafters.DrafterOptions, in_suite=False),
