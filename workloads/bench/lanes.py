@@ -8,10 +8,12 @@ from): isolating verification cuts p95/p99 decode latency by 30–50% and adds
 up to 11.5% throughput. Figures are ratios to Baseline in the same round; the
 runs are written to ``<out>/lanes``.
 
-``--lanes-compute elastic`` (or ``at-once``) adds PD and PDV with their lanes
-in that mode as competitors (``pd elastic``, ``pdv elastic``), on the same
-trace in the same rounds: prefill chunks of long prompts are the work a lane
-at once could overlap with decoding. The goals stay the defaults'.
+``--lanes-compute`` (``elastic`` unless told otherwise; ``none`` for the
+defaults alone) adds PD and PDV with their lanes in those modes as
+competitors (``pd elastic``, ``pdv elastic``), on the same trace in the same
+rounds: prefill chunks of long prompts are the work lanes at once can overlap
+with decoding. The claims are read for PDV in every mode; PDV's 0.97 goal
+for the defaults.
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ MODES = tuple(m for m in LaneCompute if m is not LaneCompute.TURNS)  # the defau
 class LanesOptions:
     """Lane modes PD and PDV also run in, beside the defaults."""
 
+    # elastic lanes run a long prompt's prefill beside decoding: the mode the claims are about (docs/results.md)
     compute: tuple[LaneCompute, ...] = field(
-        default=Listed(),
+        default=Listed((LaneCompute.ELASTIC,)),
         metadata=flag(
             "--lanes-compute",
             comma_list(LaneCompute, "lane modes"),
@@ -100,6 +103,23 @@ def mixed_trace(ctx: BenchContext) -> Trace:
     return Trace(tuple(items), source, 0)
 
 
+def claim_goals(summary: list[dict], group: str, mode: LaneCompute | None) -> list[Goal]:
+    """The seeds' two claims for PDV with the defaults (``mode`` None) or with its lanes in ``mode``."""
+    label = "pdv" if mode is None else f"pdv {mode}"
+    name = "PDV" if mode is None else f"PDV {mode}"
+    p99, p95 = find(summary, group, label, "tpot_p99_ms"), find(summary, group, label, "tpot_p95_ms")
+    ttft, tput = find(summary, group, label, "ttft_p99_ms"), find(summary, group, label, "output_tok_s")
+    cut = 1 - p99["ratio_median"] if p99 and p99["ratio_median"] is not None else None
+    gain = tput["ratio_median"] - 1 if tput and tput["ratio_median"] is not None else None
+    return [
+        Goal(NAME, f"{name} cuts TPOT p99 by >= 30% against Baseline (the claim: 30-50%)",
+             f"{name} TPOT p99 = {spread(p99)} Baseline's, p95 = {spread(p95)}, TTFT p99 = {spread(ttft)}",
+             cut is not None and cut >= LATENCY_CUT),
+        Goal(NAME, f"{name} adds throughput against Baseline (the claim: up to 11.5%)",
+             f"{name} tokens/s = {spread(tput)} Baseline's", gain is not None and gain > 0),
+    ]  # fmt: skip
+
+
 def run(ctx: BenchContext) -> PartResult:
     s = ctx.settings
     trace = mixed_trace(ctx)
@@ -125,21 +145,10 @@ def run(ctx: BenchContext) -> PartResult:
                  "tpot_p99_ms": m.tpot_p99_ms, "ttft_p99_ms": m.ttft_p99_ms, "acceptance": m.acceptance_rate,
                  "same_output_as_baseline": outputs[label] == outputs["baseline"]}
             )  # fmt: skip
-    group = rows[0]["group"]
     summary = ratio_summary(rows, "output_tok_s", "baseline", NAME)
     for metric in METRICS:
         summary += ratio_summary(rows, metric, "baseline", NAME, lower_is_better=True)
-    p99 = find(summary, group, "pdv", "tpot_p99_ms")
-    p95 = find(summary, group, "pdv", "tpot_p95_ms")
-    tput = find(summary, group, "pdv", "output_tok_s")
-    cut = 1 - p99["ratio_median"] if p99 and p99["ratio_median"] is not None else None
-    gain = tput["ratio_median"] - 1 if tput and tput["ratio_median"] is not None else None
-    goals = [
-        Goal(NAME, "PDV cuts TPOT p99 by >= 30% against Baseline (the claim: 30-50%)",
-             f"PDV TPOT p99 = {spread(p99)} Baseline's, p95 = {spread(p95)}", cut is not None and cut >= LATENCY_CUT),
-        Goal(NAME, "PDV adds throughput against Baseline (the claim: up to 11.5%)",
-             f"PDV tokens/s = {spread(tput)} Baseline's", gain is not None and gain > 0),
-    ]  # fmt: skip
+    goals = [g for mode in (None, *modes) for g in claim_goals(summary, rows[0]["group"], mode)]
     notes = [
         same_output_note(rows, "same_output_as_baseline", "baseline"),
         f"Trace: {len(trace)} requests ({trace.source}), Poisson arrivals at {s.mixed_rate:g} req/s.",
