@@ -136,7 +136,7 @@ def test_the_lanes_identical_output_check_fails_when_one_engine_differs(tmp_path
     one_sweep_output_longer(lanes, monkeypatch, "pdv")
     out = bench(tmp_path / "b", "--parts", "lanes")
     same = {r["label"]: r["same_output_as_baseline"] for r in read_csv(out / "4-lanes.csv")}
-    assert same == {"baseline": "True", "pd": "True", "pdv": "False"}
+    assert same == {"baseline": "True", "pd": "True", "pd elastic": "True", "pdv": "False", "pdv elastic": "False"}
 
 
 def test_hardware_measures_the_machine_and_the_verifier_step_at_both_batches(tmp_path):
