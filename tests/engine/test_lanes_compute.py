@@ -6,41 +6,15 @@ import threading
 import pytest
 import torch
 
-from engine.config import ControllerConfig, EngineConfig, LaneCompute
+from engine.config import LaneCompute
 from engine.schedulers.lanes import ArbiterRules, LaneArbiter
-from engine.schedulers.registry import make_engine
-from tests.support.short_requests import run_short_requests
-
-
-def threads_seen_by_each_lane(pair, compute: LaneCompute) -> tuple[dict[str, set[int]], int]:
-    """Run PDV (pipelined, so every lane works) and record ``torch.get_num_threads()`` on each lane's thread
-    as its stages run. Returns {thread name: counts seen} and the arbiter's slots."""
-    config = EngineConfig(
-        drafter="model",
-        controller=ControllerConfig(kind="fixed"),
-        hybrid_threshold=None,
-        lane_compute=compute,
-        intra_op_threads=2,
-    )
-    eng = make_engine("pdv", pair, config)
-    seen: dict[str, set[int]] = {}
-
-    def recorded(stage):
-        def run(*args, **kwargs):
-            seen.setdefault(threading.current_thread().name, set()).add(torch.get_num_threads())
-            return stage(*args, **kwargs)
-
-        return run
-
-    eng._prefill, eng._draft, eng._verify = recorded(eng._prefill), recorded(eng._draft), recorded(eng._verify)
-    run_short_requests(eng)
-    return seen, eng.arbiter.slots
+from tests.support.lane_threads import threads_seen_by_each_lane
 
 
 @pytest.mark.parametrize(("compute", "threads", "slots"), [(LaneCompute.AT_ONCE, 1, 2), (LaneCompute.TURNS, 2, 1)])
 def test_each_lane_computes_with_its_own_thread_budget(tiny_pair, compute, threads, slots):
     main_threads = torch.get_num_threads()
-    seen, arbiter_slots = threads_seen_by_each_lane(tiny_pair, compute)
+    seen, arbiter_slots, _ = threads_seen_by_each_lane(tiny_pair, compute)
     assert set(seen) == {"pdv-prefill", "pdv-decode", "pdv-verify"}
     assert all(counts == {threads} for counts in seen.values()), seen
     assert arbiter_slots == slots

@@ -7,11 +7,10 @@ import time
 import pytest
 import torch
 
-from engine.config import ControllerConfig, EngineConfig, LaneCompute
+from engine.config import LaneCompute
 from engine.schedulers.lanes import ArbiterRules, LaneArbiter
 from engine.schedulers.plan import elastic_threads, lane_budgets
-from engine.schedulers.registry import make_engine
-from tests.support.short_requests import run_short_requests
+from tests.support.lane_threads import threads_seen_by_each_lane
 
 # --------------------------------------------------------------- the plan function
 
@@ -123,30 +122,8 @@ def test_a_lane_waits_while_another_holds_every_core_then_gets_its_share():
 def test_elastic_lanes_compute_with_one_or_every_core_and_stay_lossless(tiny_pair, engine):
     """PDV pipelined (every lane works) and PD with elastic lanes: each stage runs with 1 or 2 threads, and the
     outputs are the engine's outputs taking turns."""
-    seen: dict[str, set[int]] = {}
-
-    def made(compute):
-        config = EngineConfig(
-            drafter="ngram",
-            controller=ControllerConfig(kind="fixed"),
-            hybrid_threshold=None,
-            lane_compute=compute,
-            intra_op_threads=2,
-        )
-        return make_engine(engine, tiny_pair, config)
-
-    elastic = made(LaneCompute.ELASTIC)
-    stages = ("_prefill", "_step", "_draft", "_verify")
-    for name in stages:
-        stage = getattr(elastic, name)
-
-        def recorded(*args, _stage=stage, **kwargs):
-            seen.setdefault(threading.current_thread().name, set()).add(torch.get_num_threads())
-            return _stage(*args, **kwargs)
-
-        setattr(elastic, name, recorded)
     main_threads = torch.get_num_threads()
-    outputs = [r.output_token_ids for r in run_short_requests(elastic)]
+    seen, slots, outputs = threads_seen_by_each_lane(tiny_pair, LaneCompute.ELASTIC, engine)
     assert torch.get_num_threads() == main_threads
-    assert seen and all(counts <= {1, 2} for counts in seen.values()), seen
-    assert outputs == [r.output_token_ids for r in run_short_requests(made(LaneCompute.TURNS))]
+    assert slots == 2 and seen and all(counts <= {1, 2} for counts in seen.values()), seen
+    assert outputs == threads_seen_by_each_lane(tiny_pair, LaneCompute.TURNS, engine)[2]
