@@ -85,17 +85,16 @@ class LaneArbiter:
         """Whether any lane is waiting for a turn (read without the lock: a hint, at worst one turn stale)."""
         return bool(self._waiting)
 
-    def _choose(self) -> str | None:
+    def _choose(self, backlog: dict[str, int]) -> str | None:
         # each waiting lane passed over by the turns granted to others since its own last turn (every turn so far
         # for a lane never granted one)
         passed = {lane: self._grants - self._last.get(lane, 0) for lane in self._waiting}
-        return choose_lane(self._waiting, self._backlog(), self.rules, time.perf_counter(), passed)
+        return choose_lane(self._waiting, backlog, self.rules, time.perf_counter(), passed)
 
-    def _threads(self, lane: str) -> int | None:
+    def _threads(self, lane: str, backlog: dict[str, int]) -> int | None:
         """The threads ``lane`` would be granted now (elastic), None while none are free; 0 when not elastic."""
         if self.cores is None:
             return 0
-        backlog = self._backlog()
         contenders = {other for other in self._waiting if other != lane}
         contenders |= {other for other, queued in backlog.items() if queued > 0 and other != lane}
         contenders -= self._busy.keys()
@@ -107,9 +106,10 @@ class LaneArbiter:
         with self._cond:
             self._waiting[lane] = time.perf_counter()
             while True:
-                threads = self._threads(lane) if self._active < self.slots and self._choose() == lane else None
-                if threads is not None:
-                    break
+                if self._active < self.slots:
+                    backlog = self._backlog()  # read once per look: both choices weigh the same queues
+                    if self._choose(backlog) == lane and (threads := self._threads(lane, backlog)) is not None:
+                        break
                 self._cond.wait(timeout=0.05)
             del self._waiting[lane]
             self._grants += 1

@@ -19,7 +19,6 @@ for the defaults.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 from engine.config import EngineConfig, LaneCompute, SamplingParams, flag
 from workloads.bench import pdv_goal
@@ -36,6 +35,7 @@ from workloads.bench.common import (
     same_output_note,
     spread,
 )
+from workloads.bench.lane_modes import Competitor
 from workloads.datasets.synthetic import LengthSpec, synthetic_requests
 from workloads.drivers.arrivals import OpenLoop
 from workloads.drivers.run_spec import RunSettings
@@ -70,12 +70,6 @@ class LanesOptions:
 
     def quick(self) -> LanesOptions:
         return self
-
-
-class Competitor(NamedTuple):
-    label: str
-    engine: str
-    config: EngineConfig
 
 
 def competitors(compute: tuple[LaneCompute, ...]) -> tuple[Competitor, ...]:
