@@ -63,10 +63,12 @@ def test_quick_bench_on_tiny_writes_csvs_runs_and_a_generated_results_page(tmp_p
     pdv_goals = {g["goal"]: g for g in goals if g["goal"].startswith("PDV")}
     rate = {(r["group"], r["label"]): float(r["output_tok_s"]) for r in load}  # --quick: one round
     for c in ("C=1", "C=4", "C=16"):
-        goal = pdv_goals[f"PDV >= 0.97x max(Baseline, PD) (tokens/s, {c})"]
-        ratio = rate[c, "pdv"] / max(rate[c, "baseline"], rate[c, "pd"])
-        assert goal["figure"].startswith(f"{ratio:.3f} ({ratio:.3f}–{ratio:.3f})")
-        assert goal["met"] == ("met" if ratio >= 0.97 else "missed")
+        goal = pdv_goals[f"PDV >= 0.97x Baseline and PD (tokens/s, {c})"]
+        to_b, to_pd = (rate[c, "pdv"] / rate[c, other] for other in ("baseline", "pd"))
+        assert goal["figure"].startswith(f"÷ Baseline {to_b:.3f} ({to_b:.3f}–{to_b:.3f})")
+        assert f"; ÷ PD {to_pd:.3f} ({to_pd:.3f}–{to_pd:.3f})" in goal["figure"]
+        assert goal["met"] == ("met" if min(to_b, to_pd) >= 0.97 else "missed")
+    assert [g["load"] for g in read_csv(out / "pdv-goal.csv")] == ["C=1", "C=4", "C=16"]
     runs = {info.path.name: info for info in list_run_dirs(out)}
     assert set(runs["load-sweep"].engines) == {"ar", "baseline", "pd", "pdv"}  # the Runs page lists it
     assert (out / "figures" / "figures.html").exists()
@@ -81,8 +83,15 @@ def test_quick_bench_on_tiny_writes_csvs_runs_and_a_generated_results_page(tmp_p
     pdv = next(s for s in summary if (s["group"], s["label"], s["metric"]) == ("C=16", "pdv", "output_tok_s"))
     assert float(row.split("|")[3]) == pytest.approx(float(pdv["median"]), rel=1e-3)  # the page shows the CSV's
     assert (tmp_path / "docs" / "data" / "bench" / "summary.csv").exists()
+    goal_table = text.split("### PDV's goal per load point")[1].split("###")[0]
+    [goal_16] = [line for line in goal_table.splitlines() if line.startswith("| C=16 |")]
+    assert goal_16.split(" | ")[-1] == "1 |"  # the page shows pdv-goal.csv: --quick's one round at C = 16
     render(tmp_path / "docs" / "data" / "bench", docs)  # again from the copy the page keeps: the same page
     assert docs.read_text() == text and text.count(BEGIN) == text.count(END) == 1
+    (out / "pdv-goal.csv").unlink()  # a run without one: the copy of the earlier run's is not shown as its
+    render(out, docs)
+    assert "### PDV's goal per load point" not in docs.read_text()
+    assert not (tmp_path / "docs" / "data" / "bench" / "pdv-goal.csv").exists()
 
 
 def test_the_kv_read_counts_keys_and_values_of_every_layer_and_kv_head():

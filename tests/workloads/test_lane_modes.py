@@ -100,31 +100,12 @@ def test_elastic_competitors_change_only_the_lane_mode_and_read_against_taking_t
     assert "C=4: pd elastic ÷ pd, per round: 1.100, 1.200; median 1.150 (1.100–1.200)." in notes(rows)
 
 
-def test_pdvs_goal_is_read_per_load_from_the_rounds_against_the_better_of_baseline_and_pd(tmp_path):
-    from workloads.bench.lane_modes import GOALS, NAME
-    from workloads.bench.pdv_goal import goal_rows, goals
+def test_the_lane_modes_part_writes_pdvs_goal_per_load_point_beside_its_summary(tmp_path):
+    from workloads.bench.lane_modes import GOALS
 
-    rates = {  # per round: baseline, pd, pdv
-        "C=1": [(10.0, 9.0, 10.5), (10.0, 11.0, 11.66), (9.0, 9.5, 10.165)],  # 1.05, 1.06, 1.07: met
-        "C=32": [(20.0, 21.0, 18.9), (20.0, 19.0, 18.1), (22.0, 20.0, 20.02)],  # 0.9, 0.905, 0.91: missed
-        "C=4": [(10.0, 10.0, 15.0), (10.0, 10.0, 5.0), (10.0, 10.0, 9.6)],  # 1.5, 0.5, 0.96: wide
-    }
-    rows = [row(group, r, label, tok_s) for group, rounds in rates.items() for r, rates_ in enumerate(rounds)
-            for label, tok_s in zip(("ar", "baseline", "pd", "pdv"), (10.0, *rates_), strict=True)]  # fmt: skip
-    by = {g["load"]: g for g in goal_rows(rows)}
-    assert by["C=1"]["PDV ÷ max(Baseline, PD), per round"] == "1.050, 1.060, 1.070"
-    assert by["C=1"]["median (min–max)"] == "1.060 (1.050–1.070)"
-    assert (by["C=1"]["median >= 0.97"], by["C=1"]["the rounds tell"]) == ("met", "met")
-    assert (by["C=32"]["median >= 0.97"], by["C=32"]["the rounds tell"]) == ("missed", "missed")
-    # a median below the goal with rounds on both sides of it is a miss the rounds cannot confirm
-    assert (by["C=4"]["median >= 0.97"], by["C=4"]["the rounds tell"]) == ("missed", "not told apart from 0.97")
-    lo, hi = (float(x) for x in by["C=4"]["a repeat run's median, 95 %"].split("–"))
-    assert lo <= 0.5 and hi >= 1.5  # never narrower than the rounds' own spread
-    assert [(g.goal, g.met) for g in goals(rows, NAME)] == [
-        ("PDV >= 0.97x max(Baseline, PD) (tokens/s, C=1)", True),
-        ("PDV >= 0.97x max(Baseline, PD) (tokens/s, C=32)", False),
-        ("PDV >= 0.97x max(Baseline, PD) (tokens/s, C=4)", False),
-    ]
-    assert goal_rows([r for r in rows if r["label"] != "pd"]) == []  # no PD run, no goal to read
+    pdv = {"C=1": 10.0, "C=32": 9.0}
+    rows = [row(group, r, label, tok_s) for group in pdv for r in (0, 1)
+            for label, tok_s in (("ar", 10.0), ("baseline", 10.0), ("pd", 10.0), ("pdv", pdv[group]))]  # fmt: skip
     record(tmp_path / "lane-modes.csv", rows)
-    assert [g["load"] for g in read_csv(tmp_path / GOALS)] == ["C=1", "C=32", "C=4"]
+    goals = read_csv(tmp_path / GOALS)
+    assert [(g["load"], g["median >= 0.97"]) for g in goals] == [("C=1", "met"), ("C=32", "missed")]

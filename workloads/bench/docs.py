@@ -4,9 +4,9 @@ Two kinds of generated block, each between HTML comments the renderer owns:
 
 * ``<!-- bench:begin -->`` … ``<!-- bench:end -->`` – the benchmark suite's
   section, from a bench directory's ``summary.csv``, ``goals.csv``,
-  ``notes.csv`` and ``bench.json``. Those files are first copied to
-  ``docs/data/bench/`` so the page can be rendered again without the run
-  directory (``--render-docs docs/data/bench``).
+  ``notes.csv`` and ``bench.json``, and ``pdv-goal.csv`` where the run has
+  one. Those files are first copied to ``docs/data/bench/`` so the page can be
+  rendered again without the run directory (``--render-docs docs/data/bench``).
 * ``<!-- csv: PATH -->`` … ``<!-- /csv -->`` – one table from the CSV at PATH
   (relative to the repository), columns as in the file; the drafter
   benchmark's tables (``summary-<part>.csv``) are kept this way.
@@ -21,11 +21,13 @@ import re
 import shutil
 from pathlib import Path
 
+from workloads.bench import pdv_goal
 from workloads.bench.common import GOALS_CSV, SUMMARY_CSV, read_csv
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 CSV_BLOCK = re.compile(r"<!-- csv: (?P<path>\S+) -->\n.*?<!-- /csv -->", re.S)
 FILES = (SUMMARY_CSV, GOALS_CSV, "notes.csv", "bench.json")
+OPTIONAL = (pdv_goal.FILE,)  # written by runs with the load sweep or the mixed traffic
 HEADING = "## The benchmark suite: is it faster, and do the lanes help?"
 
 
@@ -95,14 +97,16 @@ def bench_section(data: Path, shown: str) -> str:
         lines += ["", f"Conditions: {setup['conditions']}"]
     lines += [
         "",
-        "Each part ran its competitors one after another on the same prompts, every round, in rotating "
-        'order; "x reference" is the median over rounds of a competitor\'s figure divided by the '
-        "reference's in the same round, with its min–max.",
+        "Each part ran its competitors one after another on the same prompts, every round, in a balanced "
+        'order (`metrics.rounds`); "x reference" is the median over rounds of a competitor\'s figure divided by '
+        "the reference's in the same round, with its min–max.",
         "",
         "### Goals",
         "",
         markdown_table(goals, ["part", "goal", "figure", "met"]) if goals else "No goal was measured.",
     ]
+    if goal_table := read_csv(data / pdv_goal.FILE):
+        lines += ["", "### PDV's goal per load point (`workloads.bench.pdv_goal`)", "", markdown_table(goal_table)]
     titles = setup.get("titles", {})
     for part in dict.fromkeys(s["part"] for s in summary):
         table = markdown_table(_summary_rows([s for s in summary if s["part"] == part]))
@@ -135,8 +139,11 @@ def render(bench_dir: Path, docs: Path) -> None:
         if missing:
             raise SystemExit(f"{bench_dir} is not a bench directory: {', '.join(missing)} missing")
         data.mkdir(parents=True, exist_ok=True)
-        for f in FILES:
-            shutil.copyfile(bench_dir / f, data / f)
+        for f in FILES + OPTIONAL:
+            if (bench_dir / f).exists():
+                shutil.copyfile(bench_dir / f, data / f)
+            else:  # an optional file of an earlier run must not stand beside this run's
+                (data / f).unlink(missing_ok=True)
     root = docs.parent.parent
     text = docs.read_text() if docs.exists() else "# Measured results\n"
     shown = data.resolve().relative_to(root.resolve()) if data.resolve().is_relative_to(root.resolve()) else data

@@ -18,9 +18,10 @@ by default) and rewrites ``summary.csv`` beside it from every row there, one
 table row per load point and competitor, so calls at several concurrencies
 make one table; docs/results.md renders that summary (``workloads.bench.docs``).
 ``goals.csv`` beside it reads PDV's goal at every load point from the same
-rows: PDV >= 0.97x the better of Baseline and PD in the same round, met when
-the rounds' median is, with the interval a repeat run's median falls in
-(``metrics.rounds``), which says whether the rounds tell the median from 0.97.
+rows: PDV >= 0.97x the better of Baseline and PD, read as PDV ÷ each of them
+in the same rounds (``workloads.bench.pdv_goal``), with the interval a repeat
+run's median falls in (``metrics.rounds``), which says whether the rounds tell
+the medians from 0.97.
 """
 
 from __future__ import annotations

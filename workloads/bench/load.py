@@ -1,7 +1,8 @@
 """Part 3, load sweep: ``ar``, ``baseline``, ``pd`` and ``pdv`` in closed loops of C concurrent requests,
 against transformers' ``generate`` served request by request – what a user without a serving engine
 would run. Goals: the best engine at C = 16 makes >= 6x the reference's output tokens/s, and at every load
-point PDV makes >= 0.97x the better of Baseline's and PD's tokens/s in the same round (``workloads.bench.pdv_goal``).
+point PDV makes >= 0.97x the better of Baseline's and PD's tokens/s, read against each in the same rounds
+(``workloads.bench.pdv_goal``).
 
 Engine runs are ordinary runs written to ``<out>/load-sweep`` (the dashboard's
 Runs page lists and opens it). The reference serves one request at a time, so

@@ -1,23 +1,47 @@
-"""PDV's goal, read per load point: PDV's tokens/s >= ``GOAL``x the better of Baseline's and PD's in the same round.
+"""PDV's goal, read per load point: PDV's tokens/s >= ``GOAL``x the better of Baseline's and PD's.
 
 Any part whose rows carry ``group`` (the load point), ``round``, ``label`` (the
-competitor) and ``output_tok_s`` is read the same way: the lane-modes part and
-the suite's load sweep. Each load point gets its per-round ratios, their median
-and the 95 % interval a repeat run's median falls in (``metrics.rounds``); the
-goal counts as met when the median reaches ``GOAL``, and "the rounds tell"
-says whether that interval lies wholly above or below it.
+competitor) and ``output_tok_s`` is read the same way: the lane-modes part, the
+suite's load sweep and its mixed traffic.
+
+PDV is at least ``GOAL``x the better of two engines exactly when it is at least
+``GOAL``x each of them. So the goal is read as two paired ratios, PDV ÷ Baseline
+and PDV ÷ PD in the same round, each with its median over the rounds and the
+95 % interval a repeat run's median falls in (``metrics.rounds``). It is met when
+both medians reach ``GOAL``. The rounds tell it met when both intervals lie above
+``GOAL``, and missed when either lies wholly below.
+
+The ratio to the better engine is *not* read as PDV ÷ max(Baseline, PD) per
+round. The larger of two noisy rates is whichever had the luckier round, so it
+sits above the better engine's own rate. For two engines equal on average, each
+off by a standard deviation s from round to round, the maximum is about
+s / √π high. At this machine's s of about 7 %, an engine exactly as fast as both
+would read about 0.96 against it. That per-round maximum is still reported
+(``PER_ROUND_MAX``) as a stricter reading beside the goal's.
+
+``python -m workloads.bench.pdv_goal OUT ROWS.csv ...`` writes the table
+(``goal_rows``) from parts' rows already on disk: ``3-load.csv``, ``4-lanes.csv``
+and ``lane-modes.csv`` alike. The bench writes it as ``pdv-goal.csv`` in its
+directory.
 """
 
 from __future__ import annotations
 
+import statistics
+import sys
+from pathlib import Path
 from typing import Any
 
 from metrics.rounds import IntervalKind, interval
-from workloads.bench.common import Goal
+from workloads.bench.common import Goal, read_csv, write_csv
 
 GOAL = 0.97
 AGAINST = ("baseline", "pd")  # the engines PDV must not lose to, with the defaults
+NAMES = {"baseline": "Baseline", "pd": "PD"}
 REPEAT = "a repeat run's median, 95 %"
+MET, TOLD = f"median >= {GOAL}", "the rounds tell"
+PER_ROUND_MAX = "PDV ÷ max(Baseline, PD) in each round (stricter), median (min–max)"
+FILE = "pdv-goal.csv"  # in the bench directory
 
 
 def per_round(rows: list[dict[str, Any]], group: str, label: str, against: tuple[str, ...]) -> list[float]:
@@ -31,29 +55,74 @@ def per_round(rows: list[dict[str, Any]], group: str, label: str, against: tuple
     return out
 
 
+def _spread(ratios: list[float]) -> str:
+    return f"{statistics.median(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f})"
+
+
 def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     """One row per load point with PDV, Baseline and PD runs in a common round: the goal's table."""
     out = []
     for group in dict.fromkeys(r["group"] for r in rows):
-        ratios = per_round(rows, group, "pdv", AGAINST)
-        if not ratios:
+        pairs = {a: per_round(rows, group, "pdv", (a,)) for a in AGAINST}
+        common = per_round(rows, group, "pdv", AGAINST)  # the rounds every one of them ran in
+        if not common:
             continue
-        repeat = interval(ratios, IntervalKind.REPEAT_RUN)
-        told = "met" if repeat.lo >= GOAL else "missed" if repeat.hi < GOAL else f"not told apart from {GOAL}"
-        out.append(
-            {"load": group, "PDV ÷ max(Baseline, PD), per round": ", ".join(f"{x:.3f}" for x in ratios),
-             "median (min–max)": f"{repeat.median:.3f} ({min(ratios):.3f}–{max(ratios):.3f})",
-             REPEAT: f"{repeat.lo:.3f}–{repeat.hi:.3f}",
-             f"median >= {GOAL}": "met" if repeat.median >= GOAL else "missed", "the rounds tell": told}
+        row: dict[str, str] = {"load": group}
+        verdicts = []
+        for against, ratios in pairs.items():
+            repeat = interval(ratios, IntervalKind.REPEAT_RUN)
+            row[f"PDV ÷ {NAMES[against]}, median (min–max)"] = _spread(ratios)
+            row[f"PDV ÷ {NAMES[against]}, {REPEAT}"] = f"{repeat.lo:.3f}–{repeat.hi:.3f}"
+            verdicts.append(repeat)
+        row[MET] = "met" if all(v.median >= GOAL for v in verdicts) else "missed"
+        row[TOLD] = (
+            "met" if all(v.lo >= GOAL for v in verdicts)
+            else "missed" if any(v.hi < GOAL for v in verdicts) else f"not told apart from {GOAL}"
         )  # fmt: skip
+        row[PER_ROUND_MAX] = _spread(common)
+        row["rounds"] = str(len(common))
+        out.append(row)
     return out
 
 
 def goals(rows: list[dict[str, Any]], part: str) -> list[Goal]:
     """``goal_rows`` as the bench's goals of ``part``: one per load point."""
     return [
-        Goal(part, f"PDV >= {GOAL}x max(Baseline, PD) (tokens/s, {g['load']})",
-             f"{g['median (min–max)']}; a repeat run's median {g[REPEAT]}; the rounds tell: {g['the rounds tell']}",
-             g[f"median >= {GOAL}"] == "met")
+        Goal(part, f"PDV >= {GOAL}x Baseline and PD (tokens/s, {g['load']})",
+             "; ".join(f"÷ {name} {g[f'PDV ÷ {name}, median (min–max)']}, a repeat run's median "
+                       f"{g[f'PDV ÷ {name}, {REPEAT}']}" for name in NAMES.values())
+             + f"; the rounds tell: {g[TOLD]}",
+             g[MET] == "met")
         for g in goal_rows(rows)
     ]  # fmt: skip
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """A part's rows from its CSV, with ``round`` and ``output_tok_s`` as numbers (empty rate: ``None``)."""
+    return [
+        {**r, "round": int(r["round"]), "output_tok_s": float(r["output_tok_s"]) if r["output_tok_s"] else None}
+        for r in read_csv(path)
+    ]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print("usage: python -m workloads.bench.pdv_goal OUT.csv ROWS.csv [ROWS.csv ...]", file=sys.stderr)
+        return 2
+    rows: list[dict[str, Any]] = []
+    for path in argv[1:]:  # a load point in several files: each file's rounds after the ones before
+        new = read_rows(Path(path))
+        offset = {g: 1 + max(r["round"] for r in rows if r["group"] == g) for g in {r["group"] for r in rows}}
+        rows += [{**r, "round": r["round"] + offset.get(r["group"], 0)} for r in new]
+    table = goal_rows(rows)
+    if not table:
+        print("no load point has PDV, Baseline and PD in a common round", file=sys.stderr)
+        return 1
+    write_csv(Path(argv[0]), table)
+    for g in table:
+        print(f"{g['load']}: {g[MET]} (the rounds tell: {g[TOLD]})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -2,7 +2,8 @@
 
 Files in ``--out``: ``<part>.csv`` (one row per round and competitor),
 ``summary.csv`` (median ratios with min–max, every part), ``goals.csv`` (each
-goal met or missed, with its figure), ``notes.csv``, ``bench.json`` (setup,
+goal met or missed, with its figure), ``pdv-goal.csv`` (PDV's goal per load point
+of the load sweep and the mixed traffic, ``workloads.bench.pdv_goal``), ``notes.csv``, ``bench.json`` (setup,
 machine, timings), ``figures/`` (``figures.html``, PNGs where kaleido works)
 and the run directories ``load-sweep/`` and ``lanes/`` (the dashboard's Runs
 page lists and opens them; ``python -m workloads report`` too).
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from engine.flags import OneLineErrorParser, add_config_args, config_from_args
 from workloads import bench
+from workloads.bench import pdv_goal
 from workloads.bench.common import (
     GOALS_CSV,
     SUMMARY_CSV,
@@ -37,6 +39,7 @@ from workloads.bench.common import (
     PartResult,
     write_csv,
 )
+from workloads.bench.lanes import NAME as LANES
 from workloads.bench.load import NAME as LOAD
 from workloads.bench.parts import PARTS, SUITE, parse_parts
 
@@ -145,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         """Write the summary files of the parts done so far: a suite cut short keeps what it measured."""
         write_csv(out / SUMMARY_CSV, [s for r in results for s in r.summary])
         write_csv(out / GOALS_CSV, [g.row() for r in results for g in r.goals])
+        swept = [row for r in results if r.name in (LOAD, LANES) for row in r.rows]
+        write_csv(out / pdv_goal.FILE, pdv_goal.goal_rows(swept))
         write_csv(out / "notes.csv", [{"part": r.name, "title": r.title, "note": n} for r in results for n in r.notes])
         setup = {
             "command": "python -m workloads bench " + shlex.join(sys.argv[2:] if argv is None else argv),
