@@ -156,6 +156,14 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def after_rounds(before: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``before`` then ``rows``, a load point both measured getting ``rows``' rounds after every round ``before``
+    has of it, so the two calls' rounds stay apart. Rows carry ``group`` and an int ``round``."""
+    groups = {r["group"] for r in rows}
+    offset = 1 + max((r["round"] for r in before if r["group"] in groups), default=-1)
+    return before + [{**r, "round": r["round"] + offset} for r in rows]
+
+
 class PartOptions(Protocol):
     """A part's own options: a frozen dataclass whose fields carry their flags (``engine.config.flag``)."""
 

@@ -42,6 +42,7 @@ from workloads.bench.common import (
     BenchContext,
     Listed,
     PartResult,
+    after_rounds,
     comma_list,
     find,
     held_out,
@@ -255,10 +256,7 @@ def record(csv_path: Path, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     A load point measured again by a later call gets round numbers after the ones already there, so its
     rounds stay apart.
     """
-    before = [_parsed(r) for r in read_csv(csv_path)]
-    groups = {r["group"] for r in rows}
-    offset = 1 + max((r["round"] for r in before if r["group"] in groups), default=-1)
-    every = before + [{**r, "round": r["round"] + offset} for r in rows]
+    every = after_rounds([_parsed(r) for r in read_csv(csv_path)], rows)
     write_csv(csv_path, every)
     write_csv(csv_path.parent / SUMMARY, table(every))
     write_csv(csv_path.parent / GOALS, pdv_goal.goal_rows(every))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from metrics.rounds import IntervalKind, interval
-from workloads.bench.common import Goal, read_csv, write_csv
+from workloads.bench.common import Goal, after_rounds, read_csv, write_csv
 
 GOAL = 0.97
 AGAINST = ("baseline", "pd")  # the engines PDV must not lose to, with the defaults
@@ -111,9 +111,7 @@ def main(argv: list[str]) -> int:
         return 2
     rows: list[dict[str, Any]] = []
     for path in argv[1:]:  # a load point in several files: each file's rounds after the ones before
-        new = read_rows(Path(path))
-        offset = {g: 1 + max(r["round"] for r in rows if r["group"] == g) for g in {r["group"] for r in rows}}
-        rows += [{**r, "round": r["round"] + offset.get(r["group"], 0)} for r in new]
+        rows = after_rounds(rows, read_rows(Path(path)))
     table = goal_rows(rows)
     if not table:
         print("no load point has PDV, Baseline and PD in a common round", file=sys.stderr)
