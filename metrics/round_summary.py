@@ -8,8 +8,8 @@ engine this module gives
   tokens over the rounds' summed durations);
 * its **× AR intervals** of tokens/s, TPOT p50, TPOT p99 and TTFT p50: per round
   against AR of the same round, then the median over rounds with the interval a
-  repeat run's median falls in (``IntervalKind.REPEAT_RUN``: the min–max,
-  widened to a 95 % prediction interval);
+  repeat run's median falls in (``IntervalKind.REPEAT_RUN``: the min–max, or
+  a rank interval from 13 rounds on, widened to a 95 % prediction interval);
 
 and for the load point the verdict (``metrics.verdict``) and a noise warning
 (``metrics.host_noise``). ``ComparisonRow.row()`` is one row of summary.csv

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from workloads.bench.common import read_csv, write_csv
-from workloads.bench.pdv_goal import PER_ROUND_MAX, goal_rows, goals, main
+from workloads.bench.pdv_goal import PER_ROUND_MAX, TO_TELL, goal_rows, goals, main
 
 # per round: Baseline's, PD's and PDV's tokens/s
 RATES = {
@@ -45,6 +45,21 @@ def test_the_per_round_maximum_of_two_noisy_rates_reads_an_equal_engine_as_losin
     assert g["the rounds tell"] == "not told apart from 0.97"  # … though four such rounds cannot confirm it
     # … while the maximum of the two, the lucky one each round, puts it 9 % behind in every round
     assert g[PER_ROUND_MAX] == "0.909 (0.909–0.909)"
+
+
+def test_the_rounds_a_verdict_would_take_scale_the_spread_to_the_gap_from_the_goal():
+    by = {g["load"]: g for g in goal_rows(rows_of(RATES))}
+    # C=16: both medians 1.010 over a log spread of s = 0.1159; the half width t · s · √(π / n) first drops below
+    # ln(1.010 / 0.97) = 0.04051 at n = 108 (t = 2.042 past 30 degrees of freedom): 2.042 · 0.1159 · √(π / 108)
+    # = 0.04035, where n = 107 gives 0.04054
+    assert by["C=16"][TO_TELL] == "about 108"
+    # C=4: PD decides (its ratio is below the goal), and its tight rounds would tell it after a few
+    assert by["C=4"][TO_TELL] == "about 3"
+    # a median 0.05 % above the goal with a 4 % spread: no verdict within MOST rounds
+    near = rows_of({"C=2": [(10.0, 10.0, 9.705), (10.0, 10.0, 9.3), (10.0, 10.0, 10.1)]})
+    assert goal_rows(near)[0][TO_TELL] == "more than 10000"
+    once = rows_of({"C=2": [(10.0, 10.0, 9.705)]})
+    assert goal_rows(once)[0][TO_TELL] == "unknown: one round has no spread"
 
 
 def test_the_benchs_goals_carry_both_ratios_and_the_verdict():

@@ -19,6 +19,10 @@ s / √π high. At this machine's s of about 7 %, an engine exactly as fast as b
 would read about 0.96 against it. That per-round maximum is still reported
 (``PER_ROUND_MAX``) as a stricter reading beside the goal's.
 
+Where the rounds do not tell, ``TO_TELL`` estimates how many would
+(``metrics.rounds.rounds_to_tell``: the measured median and spread taken as
+they stand), which says whether more rounds could settle it at all.
+
 ``python -m workloads.bench.pdv_goal OUT ROWS.csv ...`` writes the table
 (``goal_rows``) from parts' rows already on disk: ``3-load.csv``, ``4-lanes.csv``
 and ``lane-modes.csv`` alike. The bench writes it as ``pdv-goal.csv`` in its
@@ -32,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from metrics.rounds import IntervalKind, interval
+from metrics.rounds import IntervalKind, interval, rounds_to_tell
 from workloads.bench.common import Goal, after_rounds, read_csv, write_csv
 
 GOAL = 0.97
@@ -41,6 +45,8 @@ NAMES = {"baseline": "Baseline", "pd": "PD"}
 REPEAT = "a repeat run's median, 95 %"
 MET, TOLD = f"median >= {GOAL}", "the rounds tell"
 PER_ROUND_MAX = "PDV ÷ max(Baseline, PD) in each round (stricter), median (min–max)"
+TO_TELL = "rounds a verdict would take at this spread (estimate)"
+MOST = 10_000  # rounds past which no verdict is estimated
 FILE = "pdv-goal.csv"  # in the bench directory
 
 
@@ -57,6 +63,18 @@ def per_round(rows: list[dict[str, Any]], group: str, label: str, against: tuple
 
 def _spread(ratios: list[float]) -> str:
     return f"{statistics.median(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f})"
+
+
+def _to_tell(ratios: list[list[float]]) -> str:
+    """``rounds_to_tell`` the verdict: both ratios' for "met", the fewest of those below the goal for "missed"."""
+    if any(len(r) < 2 for r in ratios):
+        return "unknown: one round has no spread"
+    below = [r for r in ratios if statistics.median(r) < GOAL]
+    needs = [rounds_to_tell(r, GOAL, MOST) for r in (below or ratios)]
+    told = [n for n in needs if n is not None]
+    if below and told:
+        return f"about {min(told)}"
+    return f"about {max(told)}" if len(told) == len(needs) else f"more than {MOST}"
 
 
 def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -79,6 +97,7 @@ def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
             "met" if all(v.lo >= GOAL for v in verdicts)
             else "missed" if any(v.hi < GOAL for v in verdicts) else f"not told apart from {GOAL}"
         )  # fmt: skip
+        row[TO_TELL] = _to_tell(list(pairs.values()))
         row[PER_ROUND_MAX] = _spread(common)
         row["rounds"] = str(len(common))
         out.append(row)
