@@ -145,8 +145,12 @@ def repeat_half_width(ratios: Sequence[float]) -> float:
     n = len(ratios)
     if n < 2:
         return 0.0
-    logs = [math.log(r) for r in ratios]
-    return _T975[min(n - 1, len(_T975)) - 1] * statistics.stdev(logs) * math.sqrt(math.pi / n)
+    return _half_width(n, statistics.stdev(math.log(r) for r in ratios))
+
+
+def _half_width(n: int, s: float) -> float:
+    """t(0.975, n-1) · s · √(π / n): the repeat run's half width of n rounds whose log ratios spread by s."""
+    return _T975[min(n - 1, len(_T975)) - 1] * s * math.sqrt(math.pi / n)
 
 
 def rounds_to_tell(ratios: Sequence[float], bound: float, most: int = 10_000) -> int | None:
@@ -162,7 +166,7 @@ def rounds_to_tell(ratios: Sequence[float], bound: float, most: int = 10_000) ->
     if s == 0:
         return len(ratios) if gap > 0 else None
     for n in range(2, most + 1):
-        if _T975[min(n - 1, len(_T975)) - 1] * s * math.sqrt(math.pi / n) < gap:
+        if _half_width(n, s) < gap:
             return n
     return None
 
