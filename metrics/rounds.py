@@ -84,7 +84,10 @@ def paired_ratios(rounds: Sequence[Mapping[str, float | None]], reference: str) 
     """Per label, its figure over ``reference``'s figure of the same round, for every round that has both.
 
     ``rounds[k]`` maps each label to its figure in round k (``None``: not measured, e.g. no request
-    completed). A round whose reference figure is missing or not positive gives no ratio to anyone.
+    completed). A round whose reference figure is missing or not positive gives no ratio to anyone, and
+    a figure that is not positive (0 tokens/s: every request failed) gives none to its label: a ratio of 0
+    has no place on the log scale its interval is drawn on, so that label's interval covers fewer rounds
+    (``RatioInterval.rounds``), and none at all when no round of it is positive.
     The reference itself gets 1.0 for every round it has a figure in.
     """
     out: dict[str, list[float]] = {}
@@ -92,7 +95,7 @@ def paired_ratios(rounds: Sequence[Mapping[str, float | None]], reference: str) 
         ref = figures.get(reference)
         for label, value in figures.items():
             out.setdefault(label, [])
-            if value is not None and ref is not None and ref > 0:
+            if value is not None and value > 0 and ref is not None and ref > 0:
                 out[label].append(value / ref)
     return out
 

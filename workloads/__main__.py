@@ -16,8 +16,10 @@ the last line of stdout. At each load point the engines run ``--rounds`` rounds
 (3 by default) in a balanced order; the table's × AR columns are the median
 ratio to AR of the same round with the interval a repeat run's median
 falls in, and one verdict line
-per load point follows the table. Exit codes: 0 when every planned run ran to its
-end; 1 when a run stopped early (timeout, engine error, an engine that did not stop), a run
+per load point follows the table, then for each endpoint how its prompts were sent and
+its output tokens counted. Exit codes: 0 when every planned run ran to its
+end; 1 when a run stopped early (timeout, engine error, an engine that did not stop), a run's
+every request failed (with the first error), a run
 file could not be written, or the sweep ended before its last run, each
 named on stderr; 2 for bad input, with
 one message; 130 on Ctrl-C, which keeps the runs that finished.
@@ -87,6 +89,7 @@ def replay_command(args: argparse.Namespace) -> int:
     from workloads.drivers.environment import run_context
     from workloads.drivers.mt_bench import run_mt_bench
     from workloads.drivers.rounds import LoadPointComparison
+    from workloads.drivers.run_notes import answered_nothing, endpoint_lines
     from workloads.drivers.run_spec import RunHooks, SweepProgress
     from workloads.drivers.sweep import RunNotWritten, run_sweep, setting_limits
     from workloads.drivers.trace import MT_BENCH, load_trace
@@ -192,6 +195,11 @@ def replay_command(args: argparse.Namespace) -> int:
         print(f"{point.load}: {point.verdict_line()}")
         if point.comparison.noise_warning:
             print(f"warning: {point.comparison.noise_warning}", file=sys.stderr)
+    for line in endpoint_lines(results):
+        print(line)
+    nothing = [line for line in map(answered_nothing, results) if line is not None]
+    for line in nothing:
+        print(line, file=sys.stderr)
     run_ids = list(dict.fromkeys(r.run_id for r in results))
     each = f", {plan.rounds} rounds each," if plan.rounds > 1 else ""
     print(f"wrote {len(run_ids)} run(s){each} to {out}")
@@ -218,7 +226,7 @@ def replay_command(args: argparse.Namespace) -> int:
         )
     if len(results) < runs:
         print(f"the sweep ended early: {runs - len(results)} of its {runs} rounds did not run", file=sys.stderr)
-    return EXIT_INCOMPLETE if short or len(results) < runs else 0
+    return EXIT_INCOMPLETE if short or nothing or len(results) < runs else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

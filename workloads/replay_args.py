@@ -8,6 +8,7 @@ and measurement options and turns them into a ``SweepPlan``.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,7 @@ from workloads.datasets.synthetic import LengthSpec
 from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
 from workloads.drivers.rounds import DEFAULT_ROUNDS
 from workloads.drivers.trace import MT_BENCH, SYNTHETIC, DatasetSpec
-from workloads.endpoint.spec import DEFAULT_LABEL, ENDPOINT_TYPES, EndpointSpec
+from workloads.endpoint.spec import DEFAULT_LABEL, ENDPOINT_TYPES, PROMPT_FORMS, EndpointSpec
 
 T = TypeVar("T")
 EXIT_INCOMPLETE = 1
@@ -71,6 +72,17 @@ def _number(text: str) -> float:
         raise ValueError(f"{text!r} is not a number (use inf for all at once)") from None
 
 
+def json_object(text: str) -> dict:
+    """A flag's type: a JSON object."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"needs a JSON object ({{...}}), got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m workloads", description="Benchmark workloads for PD-Verify engines.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -90,6 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--label", default=DEFAULT_LABEL, help="its name in the run files (default: %(default)s)")
     server.add_argument("--api-key", help="sent as Authorization: Bearer KEY; never written to the run files")
     server.add_argument("--endpoint-type", choices=ENDPOINT_TYPES, default="completions", help="API to call")
+    server.add_argument(
+        "--endpoint-prompt",
+        choices=PROMPT_FORMS,
+        default="auto",
+        help="prompts as the trace's token ids, their text, or a chat message (the chat API); auto: ids where the "
+        "server takes them, else text, else chat, asked once per run",
+    )
+    server.add_argument(
+        "--endpoint-body",
+        type=json_object,
+        default={},
+        help="JSON object of fields added to every request, e.g. '{\"repeat_penalty\": 1.0}' for llama.cpp",
+    )
     load = p.add_argument_group("load (closed loop by default)")
     load.add_argument("--concurrency", help="comma list of closed-loop concurrencies (default 1,4,16)")
     load.add_argument("--rates", help="comma list of open-loop request rates per second (inf = all at once)")
@@ -189,10 +214,22 @@ def plan_from_args(args: argparse.Namespace):
 def _endpoints(args: argparse.Namespace) -> tuple[EndpointSpec, ...]:
     """The ``--endpoint`` server, if any; its flags without it are a usage error."""
     if args.endpoint is None:
-        given = [flag for flag, value in (("--model", args.model), ("--api-key", args.api_key)) if value]
-        if given or args.label != DEFAULT_LABEL or args.endpoint_type != "completions":
-            raise UsageError(f"{', '.join(given) or '--label or --endpoint-type'} only applies with --endpoint URL")
+        given = [
+            flag
+            for flag, value in (
+                ("--model", args.model),
+                ("--api-key", args.api_key),
+                ("--label", args.label != DEFAULT_LABEL),
+                ("--endpoint-type", args.endpoint_type != "completions"),
+                ("--endpoint-prompt", args.endpoint_prompt != "auto"),
+                ("--endpoint-body", args.endpoint_body),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(f"{', '.join(given)} only applies with --endpoint URL")
         return ()
     if not args.model:
         raise UsageError("--endpoint needs --model NAME: the model name the server serves")
-    return (EndpointSpec(args.endpoint, args.model, args.label, args.api_key, args.endpoint_type),)
+    prompt, body = args.endpoint_prompt, args.endpoint_body
+    return (EndpointSpec(args.endpoint, args.model, args.label, args.api_key, args.endpoint_type, prompt, body),)

@@ -13,6 +13,10 @@ accepted tokens per request, lanes) stays empty.
 running and waiting requests, KV cache usage and the speculative-decoding counters. A server whose ``/metrics`` does not
 answer leaves them empty; its tokens per second are still counted here, from
 the tokens received.
+
+``start`` settles how prompts are sent (token ids, their text, or a chat
+message: ``workloads.endpoint.probe``), before the warm-up; ``describe`` says
+which, and why.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import httpx
 from engine.request import Request
 from engine.schedulers.stats import Counters, EngineStats
 from metrics.server_metrics import ServerMetrics, parse_server_metrics
+from workloads.endpoint.probe import PromptChoice, choose_prompt
 from workloads.endpoint.spec import EndpointSpec
 from workloads.endpoint.stream import Streamed, stream_request
 
@@ -57,6 +62,7 @@ class EndpointEngine:
         self._tokens = 0
         self._scraped = False  # /metrics answered at least once
         self._scrape_error: str | None = None
+        self.prompt: PromptChoice | None = None  # how prompts are sent: settled by ``start``
 
     def start(self) -> EndpointEngine:
         if self._thread is not None:
@@ -77,16 +83,22 @@ class EndpointEngine:
         self._thread.start()
         ready.wait()
         self._scraper = httpx.Client(timeout=SCRAPE_TIMEOUT_S, headers=self.spec.headers)
+        with httpx.Client(timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)) as client:
+            self.prompt = choose_prompt(client, self.spec, self._tokenizer)
+        if self.prompt.how == "probed":
+            log.info("%s: prompts sent as %s", self.name, self.prompt.line())
         return self
 
     def submit(self, request: Request) -> Request:
         """Send ``request``; it is filled from the stream on the loop thread. Mutates ``request``."""
-        if self._loop is None or self._client is None:
+        if self._loop is None or self._client is None or self.prompt is None:
             raise RuntimeError("start the endpoint engine before submitting")
         streamed = self._streamed[request.request_id] = Streamed()
         self._sent.append(request)
         request.mark_arrived()
-        coroutine = stream_request(self._client, self.spec, request, self._tokenizer, streamed, self._count)
+        coroutine = stream_request(
+            self._client, self.spec, self.prompt.sent, request, self._tokenizer, streamed, self._count
+        )
         asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         return request
 
@@ -137,12 +149,14 @@ class EndpointEngine:
         return []
 
     def describe(self) -> dict[str, Any]:
-        """For run.json: the endpoint, how output tokens were counted, whether ``/metrics`` answered."""
+        """For run.json: the endpoint, how prompts were sent, how output tokens were counted, whether
+        ``/metrics`` answered."""
         counts = Counter(str(s.count) for s in self._streamed.values())
         return {
             **self.spec.describe(),
+            "prompt_sent": None if self.prompt is None else self.prompt.describe(),
             "output_tokens_from": dict(counts),
-            # tokenizing streamed text counted this many more tokens than the server's final usage said
+            # tokenizing streamed text counted this many more tokens than the server's total said
             "tokenized_over_final_usage": sum(s.over_usage for s in self._streamed.values()),
             "metrics_scraped": self._scraped,
             "metrics_error": None if self._scraped else self._scrape_error,

@@ -14,7 +14,10 @@ from it means what it means for an in-process engine:
   without ``continuous_usage_stats``, or on the chunk with the finish reason,
   as ``transformers serve``) has its chunks counted by tokenizing their text
   and the difference settled at the end; one that sends none is counted by
-  tokenizing alone (``TokenCount``);
+  tokenizing alone (``TokenCount``), except that a stream ending with the
+  finish reason ``length`` made exactly ``max_tokens`` tokens, by the API's
+  definition: its count is settled to that, as with a final usage (llama.cpp's
+  server streams no usage at all);
 * the end – when the stream closes after a finish reason: an ``emit`` with no
   tokens, so E2E runs to the end of the stream.
 
@@ -36,7 +39,7 @@ from typing import Any
 import httpx
 
 from engine.request import FinishReason, Request, RequestStatus, TokenKind
-from workloads.endpoint.spec import EndpointSpec
+from workloads.endpoint.spec import EndpointSpec, SentPrompt
 
 ERROR_TEXT_CHARS = 300  # enough for a server's error message, short enough for a CSV cell
 
@@ -46,6 +49,7 @@ class TokenCount(enum.StrEnum):
 
     USAGE = "usage"  # usage on every chunk (continuous_usage_stats)
     FINAL_USAGE = "final usage"  # chunks counted by tokenizing, the total from the final usage chunk
+    LENGTH = "max_tokens at a length finish"  # no usage: chunks tokenized, the total max_tokens
     TOKENIZED = "tokenized"  # no usage: the text tokenized with the pair's tokenizer
 
 
@@ -55,13 +59,16 @@ class Streamed:
 
     text: list[str] = field(default_factory=list)
     count: TokenCount = TokenCount.TOKENIZED
-    over_usage: int = 0  # tokens counted by tokenizing beyond the server's final usage (cannot be taken back)
+    # tokens counted by tokenizing beyond the total the server gave (final usage, or max_tokens at a length
+    # finish): they were emitted as they arrived and cannot be taken back
+    over_usage: int = 0
 
 
-def request_body(spec: EndpointSpec, request: Request) -> dict[str, Any]:
-    """The JSON body: the trace's prompt, the run's sampling parameters, streaming with usage."""
+def request_body(spec: EndpointSpec, request: Request, sent: SentPrompt, tokenizer: Any) -> dict[str, Any]:
+    """The JSON body: the trace's prompt in the form ``sent``, the run's sampling parameters, streaming with usage."""
     params = request.params
     body: dict[str, Any] = {
+        **spec.extra_body,  # none of the fields below (``EndpointSpec`` checks)
         "model": spec.model,
         "max_tokens": params.max_new_tokens,
         "temperature": params.temperature,
@@ -69,9 +76,12 @@ def request_body(spec: EndpointSpec, request: Request) -> dict[str, Any]:
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
-    if spec.endpoint_type == "chat":
+    if sent == "chat":
         # the server applies its chat template, as the trace's ids were made with the pair's
         body["messages"] = [{"role": "user", "content": request.prompt or ""}]
+    elif sent == "text":
+        # the text of the very ids, chat template included: the server tokenizes it back
+        body["prompt"] = tokenizer.decode(list(request.prompt_token_ids), skip_special_tokens=False)
     else:
         body["prompt"] = list(request.prompt_token_ids)  # exactly the tokens an in-process engine gets
     if params.top_k is not None:
@@ -80,6 +90,7 @@ def request_body(spec: EndpointSpec, request: Request) -> dict[str, Any]:
         body["seed"] = params.seed
     if params.stop_token_ids == ():  # --ignore-eos: the trace fixes output lengths
         body["ignore_eos"] = True
+        body["min_tokens"] = params.max_new_tokens  # the same for servers without ignore_eos (llama.cpp's)
     return body
 
 
@@ -87,6 +98,7 @@ class StreamReader:
     """Turns the chunks of one response into ``emit`` calls on its ``Request``."""
 
     def __init__(self, request: Request, tokenizer: Any, streamed: Streamed, on_tokens: Any) -> None:
+        self.reason: str | None = None  # the server's finish reason, as it said it
         self.request = request
         self.tokenizer = tokenizer
         self.streamed = streamed
@@ -132,6 +144,7 @@ class StreamReader:
             self._emit(ids)
         reason = choice.get("finish_reason")
         if reason is not None:
+            self.reason = reason
             self.finish_reason = FinishReason.LENGTH if reason == "length" else FinishReason.STOP
 
     def _emit(self, ids: list[int]) -> None:
@@ -143,11 +156,16 @@ class StreamReader:
         """The stream closed: settle the count with the final usage and end the request."""
         if self.finish_reason is None:
             raise ServerError(f"the stream ended without a finish reason after {self.counted} tokens (cut off)")
-        if self.usage_total is not None and self.streamed.count != TokenCount.USAGE:
+        total = self.usage_total
+        if total is not None and self.streamed.count != TokenCount.USAGE:
             self.streamed.count = TokenCount.FINAL_USAGE
-            if self.usage_total > self.counted:  # tokens with no text (end of sequence) arrive with the end
-                self._emit(self._ids("", self.usage_total - self.counted))
-            self.streamed.over_usage = max(self.counted - self.usage_total, 0)
+        elif total is None and self.streamed.count == TokenCount.TOKENIZED and self.reason == "length":
+            total = self.request.params.max_new_tokens  # a length finish is max_tokens reached
+            self.streamed.count = TokenCount.LENGTH
+        if total is not None and self.streamed.count != TokenCount.USAGE:
+            if total > self.counted:  # tokens with no text (end of sequence) arrive with the end
+                self._emit(self._ids("", total - self.counted))
+            self.streamed.over_usage = max(self.counted - total, 0)
         self.request.emit([], [], self.finish_reason)
 
 
@@ -166,12 +184,20 @@ def _http_error(response: httpx.Response, body: bytes) -> str:
 
 
 async def stream_request(
-    client: httpx.AsyncClient, spec: EndpointSpec, request: Request, tokenizer: Any, streamed: Streamed, on_tokens: Any
+    client: httpx.AsyncClient,
+    spec: EndpointSpec,
+    sent: SentPrompt,
+    request: Request,
+    tokenizer: Any,
+    streamed: Streamed,
+    on_tokens: Any,
 ) -> None:
-    """Send ``request`` and fill it from the stream; it ends ok, failed (with why) or cancelled."""
+    """Send ``request`` with its prompt as ``sent``, fill it from the stream; it ends ok, failed (with why) or
+    cancelled."""
     reader = StreamReader(request, tokenizer, streamed, on_tokens)
+    body = request_body(spec, request, sent, tokenizer)
     try:
-        async with client.stream("POST", spec.api_url, json=request_body(spec, request), headers=spec.headers) as r:
+        async with client.stream("POST", spec.api_url(sent), json=body, headers=spec.headers) as r:
             if r.status_code != 200:
                 raise ServerError(_http_error(r, await r.aread()))
             async for line in r.aiter_lines():
