@@ -26,7 +26,7 @@ WORKLOADS_ROOMS = {
     "endpoint": set(),
     "report": set(),
     "drivers": {"datasets", "endpoint"},
-    "bench": {"drivers", "datasets"},
+    "bench": {"drivers", "datasets", "endpoint"},
 }
 PACKAGES = (*LAYERS, "distill")
 # package -> third-party modules it must never import

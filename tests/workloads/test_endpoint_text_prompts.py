@@ -1,10 +1,5 @@
-"""The endpoint client against a server that takes text prompts only, as llama.cpp's server does.
-
-The fake server below answers as ``llama_cpp.server`` does where the replay
-meets it: ``/v1/completions`` refuses a prompt of token ids with a 422, streams
-one chunk per token with no ``usage`` at all, has no ``ignore_eos`` but honours
-``min_tokens``, and ends with a finish reason. It records every body it gets.
-"""
+"""The endpoint client against a server that takes text prompts only, as llama.cpp's server does
+(``tests.support.text_only_server``: token ids refused with a 422, no usage, ``min_tokens``)."""
 
 from __future__ import annotations
 
@@ -12,54 +7,18 @@ import json
 import math
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
 
 from metrics.runs import load_run_dir
 from tests.support.serve import uvicorn_thread
+from tests.support.text_only_server import NATURAL_TOKENS, text_only_server
 from workloads.__main__ import main
 from workloads.endpoint.spec import EndpointSpec
 
 N = 4
-NATURAL_TOKENS = 3  # the fake's answer when nothing holds its end of sequence off
 TRACE_ARGS = [
     "--concurrency", "2", "--num-requests", str(N), "--dataset", "synthetic", "--input-len", "16",
     "--output-len", "6", "--preset", "tiny", "--device", "cpu", "--seed", "1", "--warmup", "0",
 ]  # fmt: skip
-
-
-def text_only_server(bodies: list[dict]) -> FastAPI:
-    app = FastAPI()
-
-    def stream(body: dict, chunk) -> StreamingResponse:
-        held = body.get("min_tokens", 0) >= body["max_tokens"]
-        n = body["max_tokens"] if held else min(NATURAL_TOKENS, body["max_tokens"])
-        reason = "length" if n == body["max_tokens"] else "stop"
-        events = [chunk("a", None) for _ in range(n)] + [chunk("", reason)]
-        lines = [f"data: {json.dumps(e)}\n\n" for e in events] + ["data: [DONE]\n\n"]
-        return StreamingResponse(iter(lines), media_type="text/event-stream")
-
-    @app.post("/v1/completions")
-    async def completions(request: Request):
-        body = await request.json()
-        bodies.append(body)
-        if not isinstance(body.get("prompt"), str):
-            return JSONResponse({"detail": [{"loc": ["body", "prompt"], "msg": "Input should be a valid string"}]},
-                                status_code=422)  # fmt: skip
-        if not body.get("stream"):
-            return {"choices": [{"index": 0, "text": "a", "finish_reason": "length"}]}
-        return stream(body, lambda text, reason: {"choices": [{"index": 0, "text": text, "finish_reason": reason}]})
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request):
-        body = await request.json()
-        bodies.append(body)
-        if not body.get("stream"):
-            return {"choices": [{"index": 0, "message": {"role": "assistant", "content": "a"}}]}
-        delta = lambda text, reason: {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": reason}]}  # noqa: E731
-        return stream(body, delta)
-
-    return app
 
 
 def replay(url: str, tmp_path, *flags: str, rounds: int = 1) -> int:
@@ -134,14 +93,14 @@ def test_chat_sends_the_users_message_to_the_chat_api(tiny_pair, tmp_path):
 
 
 def test_a_run_whose_every_request_failed_says_the_endpoint_answered_nothing(tiny_pair, tmp_path, capsys):
-    # token ids forced on a server that refuses them, over three rounds: each endpoint round has 0 tokens/s
+    # token ids forced on a server that refuses them, over two rounds (an interval needs 2): 0 tokens/s each
     bodies: list[dict] = []
     with uvicorn_thread(text_only_server(bodies)) as url:
-        code = replay(url, tmp_path, "--endpoint-prompt", "tokens", rounds=3)
+        code = replay(url, tmp_path, "--endpoint-prompt", "tokens", rounds=2)
     captured = capsys.readouterr()
     assert code == 1
     lines = [line for line in captured.err.splitlines() if "answered nothing" in line]
-    assert len(lines) == 3, captured.err
+    assert len(lines) == 2, captured.err
     assert all(f": the endpoint answered nothing: {N} of {N} requests failed: HTTP 422" in line for line in lines)
     assert "Traceback" not in captured.err
     run = load_run_dir(tmp_path / "runs")

@@ -26,6 +26,7 @@ from workloads.bench import (
     lane_modes,
     lane_rates,
     lanes,
+    llama_peer,
     load,
     overhead,
     single,
@@ -56,6 +57,7 @@ PARTS: dict[str, Part] = {
         Part(forward_cost.NAME, forward_cost.run, forward_cost.ForwardCostOptions, in_suite=False),
         Part(lane_rates.NAME, lane_rates.run, lane_rates.LaneRatesOptions, in_suite=False),
         Part(lane_modes.NAME, lane_modes.run, lane_modes.LaneModesOptions, in_suite=False),
+        Part(llama_peer.NAME, llama_peer.run, llama_peer.LlamaCppOptions, in_suite=False),
     )
 }
 SUITE = tuple(name for name, part in PARTS.items() if part.in_suite)
