@@ -58,6 +58,7 @@ from workloads.bench.llama_server import (
     server_argv,
     shown,
 )
+from workloads.bench.load import requests_at  # as many requests per load point as the load sweep
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.run_notes import answered_nothing, endpoint_lines
 from workloads.drivers.run_spec import RunSettings
@@ -106,10 +107,6 @@ class LlamaCppOptions:
         return self  # its sizes come from the settings' prompts and tokens; given loads stay as given
 
 
-def requests_at(c: int) -> int:
-    return max(c, 4)  # as the load sweep: at C = 1 more than one request, at C > 4 one per client
-
-
 def run(ctx: BenchContext) -> PartResult:
     s, pair, o = ctx.settings, ctx.pair, ctx.options(LlamaCppOptions)
     if pair.source.get("preset") != PRESET:
@@ -125,7 +122,7 @@ def run(ctx: BenchContext) -> PartResult:
     gguf = smol_gguf_path()
     flavours = [FLAVOURS[name] for name in FLAVOURS if name in o.servers]
     engines = tuple(e for e in ENGINES if e in o.engines)
-    pool = held_out(ctx, max(requests_at(c) for c in o.loads), s.load_max_new_tokens)
+    pool = held_out(ctx, max(requests_at(ctx, c) for c in o.loads), s.load_max_new_tokens)
     params = SamplingParams(max_new_tokens=s.load_max_new_tokens, seed=0)
     writer = RunWriter(ctx.out / "llama-cpp")
     commands = {}
@@ -146,7 +143,7 @@ def run(ctx: BenchContext) -> PartResult:
         for c in o.loads:
             plan = SweepPlan(engines, (ClosedLoop(c),), RunSettings(params=params), tuple(endpoints), s.rounds)
             meta = {**ctx.meta, "bench": NAME, "llama_cpp": {"version": version, "commands": commands}}
-            results += run_sweep(pair, first(pool, requests_at(c)), plan, writer, meta)
+            results += run_sweep(pair, first(pool, requests_at(ctx, c)), plan, writer, meta)
     rows = [_row(r, results) for r in results]
     summary = ratio_summary(rows, "output_tok_s", REFERENCE, NAME)
     for metric in ("ttft_p50_ms", "tpot_p50_ms"):
