@@ -6,7 +6,8 @@ the CPU, with ``--continuous-batching``. The same replay runs the in-process AR
 engine and the server on one trace, greedy, so their outputs can be compared.
 The second test pins down where the server departs from vLLM's API, as
 docs/usage.md lists it, so the list fails here when transformers changes; the
-last one feeds its stream's shape to the replay's reader without a server.
+third feeds its stream's shape to the replay's reader without a server; the last leaves the prompt form
+to ``auto``, which finds that the server takes text prompts only.
 """
 
 from __future__ import annotations
@@ -127,3 +128,28 @@ def test_usage_on_the_finish_chunk_settles_the_count_of_text_chunks_without_usag
     assert request.status == RequestStatus.OK and request.finish_reason == FinishReason.LENGTH
     # a larger total is filled in (tokens with no text); tokens counted beyond a smaller one are reported
     assert (request.num_output_tokens, streamed.over_usage) == (tokens, over)
+
+
+def test_auto_finds_that_transformers_serve_takes_text_prompts_only_and_sends_the_text_of_the_traces_ids(
+    transformers_serve, tmp_path
+):
+    url, model = transformers_serve
+    out = tmp_path / "runs"
+    code = main([
+        "replay", "--engines", "ar", "--endpoint", url, "--model", model, "--label", "transformers-serve",
+        "--concurrency", "2", "--num-requests", str(N), "--max-new-tokens", str(MAX_TOKENS), "--temperature", "0",
+        "--preset", "smol", "--device", "cpu", "--seed", "0", "--warmup", "0", "--sample-hz", "2", "--rounds", "1",
+        "--out", str(out),
+    ])  # fmt: skip  # no --endpoint-prompt: auto
+    assert code == 0
+    run = load_run_dir(out)
+    assert (run.frames.requests["status"] == "ok").all()
+    sent = next(r for r in run.runs if r["engine"] == "transformers-serve")["endpoint"]["prompt_sent"]
+    assert sent["sent"] == "text" and sent["how"] == "probed"
+    refused = sent["tried"]["tokens"]  # 400 "prompt must be a string." (422 in other versions)
+    assert refused.startswith(("refused: HTTP 400", "refused: HTTP 422")) and "string" in refused
+    assert sent["tried"]["text"] == "ok"
+    # the text of the very ids, tokenized back by the server: the verifier's greedy text, as in process
+    outputs = run.frames.outputs
+    texts = {e: dict(zip(g["request_id"], g["text"], strict=True)) for e, g in outputs.groupby("engine")}
+    assert texts["transformers-serve"] == texts["ar"]
