@@ -55,22 +55,22 @@ def test_replay_against_llama_cpp_sends_text_after_its_server_refuses_ids_and_co
     assert (requests["status"] == "ok").all(), requests[["engine", "status", "error"]]
     endpoint = next(r for r in run.runs if r["engine"] == "llama.cpp")["endpoint"]
     assert endpoint["prompt_sent"]["sent"] == "text"
-    assert endpoint["prompt_sent"]["tried"]["tokens"].startswith("refused: HTTP 422")
+    # its error handler answers a body its schema refuses with a 500, not a 422
+    refused = endpoint["prompt_sent"]["tried"]["tokens"]
+    assert refused.startswith("refused: HTTP 500") and "Input should be a valid string" in refused
     # no usage in its stream; min_tokens held its end of sequence off, so each stream ended by length
     assert endpoint["output_tokens_from"] == {"max_tokens at a length finish": N}
     served = requests[requests["engine"] == "llama.cpp"]
     assert (served["output_tokens"] == MAX_TOKENS).all() and (served["ttft_ms"] > 0).all()
     assert endpoint["metrics_scraped"] is False  # it has no /metrics
-    assert "llama.cpp: prompts sent as text (asked the server: tokens refused: HTTP 422" in capsys.readouterr().out
+    assert "llama.cpp: prompts sent as text (asked the server: tokens refused: HTTP 500" in capsys.readouterr().out
 
 
 def test_llama_cpp_departs_from_vllms_api_where_the_endpoint_client_meets_it(llama_server):
     body = {"model": ALIAS, "prompt": "The capital of France is", "max_tokens": 2, "temperature": 0}
-    # a prompt of token ids is refused
-    assert (
-        httpx.post(f"{llama_server}/v1/completions", json={**body, "prompt": [504, 3575]}, timeout=60).status_code
-        == 422
-    )
+    # a prompt of token ids is refused, with a 500 and the schema's message
+    ids = httpx.post(f"{llama_server}/v1/completions", json={**body, "prompt": [504, 3575]}, timeout=60)
+    assert ids.status_code == 500 and "Input should be a valid string" in ids.text
     # vLLM's extra fields are ignored, not refused: ignore_eos does nothing there, min_tokens does
     assert (
         httpx.post(f"{llama_server}/v1/completions", json={**body, "ignore_eos": True}, timeout=60).status_code == 200
