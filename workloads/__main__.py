@@ -190,6 +190,8 @@ def replay_command(args: argparse.Namespace) -> int:
     print(format_table(rows, parts) if rows else format_table([ComparisonRow(r.summary, {}, 1) for r in results]))
     for point in points:
         print(f"{point.load}: {point.verdict_line()}")
+        if point.ended_by:
+            print(f"{point.load}: rounds ended: {point.ended_by}")
         if point.comparison.noise_warning:
             print(f"warning: {point.comparison.noise_warning}", file=sys.stderr)
     run_ids = list(dict.fromkeys(r.run_id for r in results))

@@ -156,15 +156,6 @@ def test_hardware_measures_the_machine_and_the_verifier_step_at_both_batches(tmp
     assert any(n.startswith("C = 32: the verifier step reaches") for n in notes_of(out, "5-hardware"))
 
 
-def test_dashboard_cost_reads_snapshots_only_in_the_watched_runs(tmp_path):
-    out = bench(tmp_path / "b", "--parts", "dashboard")
-    snapshots = {r["label"]: int(r["snapshots"]) for r in read_csv(out / "6-dashboard.csv")}
-    # the watcher reads when the run starts, then every second: at least one page of cards per watched run
-    assert snapshots["without"] == 0 and snapshots["with live sampling"] >= 4
-    [goal] = [g for g in read_csv(out / "goals.csv") if g["part"] == "6-dashboard"]
-    assert goal["met"] in {"met", "missed"} and "unwatched" in goal["figure"]
-
-
 def test_drafters_compare_every_setup_with_ar_in_its_own_directory(tmp_path):
     out = bench(tmp_path / "b", "--parts", "drafters", "--drafters-cases", "single,load")
     runs = read_csv(out / "drafters" / "runs.csv")

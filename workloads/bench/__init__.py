@@ -12,7 +12,8 @@ dtype, round after round, and reports median ratios with their min–max
    by request (goal: the best engine at C = 16 >= 4x);
 4. ``lanes`` – PDV, PD and Baseline under open-loop mixed traffic;
 5. ``hardware`` – the verifier step against measured FLOP/s and bandwidth;
-6. ``dashboard_cost`` – a replay with and without live sampling (goal < 5%).
+6. ``page_vs_cli`` – the default Live run in Chromium against the same spec
+   through ``replay`` (goal: every engine's figures within ±10 %, the same verdict).
 
 The studies, run when named, each into a directory of its own under ``--out``:
 

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from workloads.bench import (
-    dashboard_cost,
     drafters,
     forward_cost,
     hardware,
@@ -28,6 +27,7 @@ from workloads.bench import (
     lanes,
     load,
     overhead,
+    page_vs_cli,
     single,
     suffix,
 )
@@ -50,7 +50,7 @@ PARTS: dict[str, Part] = {
         Part(load.NAME, load.run, load.LoadOptions),
         Part(lanes.NAME, lanes.run, lanes.LanesOptions),
         Part(hardware.NAME, hardware.run),
-        Part(dashboard_cost.NAME, dashboard_cost.run),
+        Part(page_vs_cli.NAME, page_vs_cli.run),
         Part(drafters.NAME, drafters.run, drafters.DrafterOptions, in_suite=False),
         Part(suffix.NAME, suffix.run, suffix.SuffixOptions, in_suite=False),
         Part(forward_cost.NAME, forward_cost.run, forward_cost.ForwardCostOptions, in_suite=False),
