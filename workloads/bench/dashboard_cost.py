@@ -12,12 +12,14 @@ in the Streamlit server and the browser, which the CLI does not start). Goal:
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import pandas as pd
 
 from engine.config import EngineConfig, SamplingParams
 from metrics.frames import timeseries_frame
-from workloads.bench.common import BenchContext, Goal, PartResult, find, first, held_out, ratio_summary, rotated, spread
+from workloads.bench.common import BenchContext, Goal, PartResult, first, held_out, rotated
+from workloads.bench.rows import RateRow, find, ratio_summary, spread
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.live import LiveRun
 from workloads.drivers.replay import replay
@@ -30,6 +32,11 @@ REFRESH_S = 1.0  # the dashboard's refresh period (widgets/controls.py)
 CARDS = 4  # live cards on the Live run page, each redrawn every period
 GOAL = 0.05
 WATCHED, ALONE = "with live sampling", "without"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DashboardRow(RateRow):
+    snapshots: int  # live snapshots the watcher read during the run
 
 
 class Watcher:
@@ -77,13 +84,13 @@ def run(ctx: BenchContext) -> PartResult:
                 reads = watcher.reads
             else:
                 result, reads = replay(ctx.pair, trace, spec, RunHooks(live=live)), 0
-            rows.append({"group": f"{ENGINE} C={CONCURRENCY}", "round": round_, "label": label,
-                         "output_tok_s": result.summary.output_tok_s, "snapshots": reads})  # fmt: skip
-    group = rows[0]["group"]
+            rows.append(DashboardRow(group=f"{ENGINE} C={CONCURRENCY}", round=round_, label=label,
+                                     output_tok_s=result.summary.output_tok_s, snapshots=reads))  # fmt: skip
+    group = rows[0].group
     summary = ratio_summary(rows, "output_tok_s", ALONE, NAME)
     watched = find(summary, group, WATCHED, "output_tok_s")
-    diff = abs(1 - watched["ratio_median"]) if watched and watched["ratio_median"] is not None else None
+    diff = abs(1 - watched.ratio.median) if watched and watched.ratio is not None else None
     goals = [Goal(NAME, "live sampling changes throughput by < 5%", f"watched = {spread(watched)} unwatched",
                   diff is not None and diff < GOAL)]  # fmt: skip
-    notes = [f"{sum(r['snapshots'] for r in rows)} snapshots read over the watched runs."]
+    notes = [f"{sum(r.snapshots for r in rows)} snapshots read over the watched runs."]
     return PartResult(NAME, "Dashboard cost: one replay with and without live sampling", rows, summary, goals, notes)
