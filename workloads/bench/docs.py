@@ -25,7 +25,8 @@ from workloads.bench import pdv_goal
 from workloads.bench.common import GOALS_CSV, SUMMARY_CSV, read_csv
 
 FILES = (SUMMARY_CSV, GOALS_CSV, "notes.csv", "bench.json")
-OPTIONAL = (pdv_goal.FILE, "calls.csv")  # the goal per load point, and the calls and machine load where recorded
+# where the run has them: the goal per load point, the rows PDV's goal is read from, the calls and the machine load
+OPTIONAL = (pdv_goal.FILE, "3-load.csv", "4-lanes.csv", "calls.csv")
 STATUS_BEGIN, STATUS_END = "<!-- status:begin -->", "<!-- status:end -->"
 TITLE = "# Current results"
 
