@@ -19,9 +19,8 @@ It shares the suite's machinery (``workloads.bench.common``: the held-out
 prompts, the CSV writer; ``metrics.rounds``: the ratio arithmetic;
 ``workloads.bench.reference``: transformers' ``generate``; ``--rounds``). Writes
 ``runs.csv`` (one row per run), ``summary-<case>.csv`` and ``summary.md`` to
-``<out>/drafters``; ``docs/results.md`` renders its tables from
-the summary CSVs through the suite's one renderer (``workloads.bench.docs``,
-``<!-- csv: … -->`` blocks).
+``<out>/drafters``; the tables of its runs so far are in ``docs/notebook.md``
+("Drafters: does speculation pay?"), with their CSVs in ``docs/data/drafter-bench``.
 """
 
 from __future__ import annotations
@@ -83,7 +82,7 @@ HF_LOOKUPS = (3, 10)  # prompt_lookup_num_tokens tried for transformers' generat
 LABELS = tuple(s.label for s in SETUPS)
 CASES = ("single", "load", "mtbench")
 NAME = "7-drafters"
-DIRECTORY = "drafters"  # under the bench directory: its runs and the summaries docs/results.md copies
+DIRECTORY = "drafters"  # under the bench directory: its runs and the summaries per case
 
 
 def run_setup(pair, setup: Setup, trace: Trace, concurrency: int, max_new: int):
@@ -242,7 +241,7 @@ def run(ctx: BenchContext) -> PartResult:
         case_rows = [r for r in rows if r.case == case]
         if case_rows:
             table = summarise(case_rows)
-            write_csv(out / f"summary-{case}.csv", table)  # docs/results.md renders its tables from these
+            write_csv(out / f"summary-{case}.csv", table)
             sections.append(f"## {case}\n\n" + markdown(table))
     (out / "summary.md").write_text("\n\n".join(sections) + "\n")
     suite_rows = [replace(r, group=f"{r.case} {r.group}") for r in rows]

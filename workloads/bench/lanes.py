@@ -59,7 +59,7 @@ class LanesRow(RateRow):
 class LanesOptions:
     """Lane modes PD and PDV also run in, beside the defaults."""
 
-    # elastic lanes run a long prompt's prefill beside decoding: the mode the claims are about (docs/results.md)
+    # elastic lanes run a long prompt's prefill beside decoding, the mode the claims are about (notebook.md)
     compute: tuple[LaneCompute, ...] = field(
         default=Listed((LaneCompute.ELASTIC,)),
         metadata=flag(
