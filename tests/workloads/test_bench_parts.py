@@ -203,7 +203,7 @@ def test_the_load_sweep_measures_only_the_load_points_and_engines_it_is_given(tm
     [
         (["--parts", "nine"], "unknown part 'nine'"),
         (["--parts", "drafters", "--drafters-prompts", "0"], "--drafters-prompts"),
-        (["--parts", "drafters", "--drafters-load-setups", "ngram L4"], "load_setups and mtbench_setups need ar"),
+        (["--parts", "drafters", "--drafters-load-setups", "ngram L4"], "--drafters-mtbench-setups need ar"),
         (["--parts", "load", "--load-engines", "pd,pdv"], "--load-engines needs ar"),
         (["--parts", "load", "--load-loads", "0"], "--load-loads"),
         (["--parts", "lanes", "--lanes-compute", "turns"], "turns is the default every engine runs in"),
