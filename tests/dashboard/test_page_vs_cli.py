@@ -17,10 +17,10 @@ pytestmark = [
 @pytest.mark.timeout(900)
 def test_the_page_and_replay_of_the_same_spec_each_give_every_engines_figures_and_a_verdict(tmp_path):
     result = measure("tiny", 1, tmp_path, timeout_s=400)
-    assert sorted((r["engine"], r["figure"]) for r in result.rows) == sorted(
+    assert sorted((r.label, r.figure) for r in result.rows) == sorted(
         (e, f) for e in ENGINES for f in FIGURES
     )  # fmt: skip
-    assert all(r["page"] > 0 and r["cli"] > 0 and r["page_over_cli"] > 0 for r in result.rows)
+    assert all(r.page > 0 and r.cli > 0 and r.page_over_cli > 0 for r in result.rows)
     [call] = json.loads((tmp_path / "6-dashboard-calls.json").read_text())
     assert "AR" in call[f"{PAGE} verdict"] and "AR" in call[f"{CLI} verdict"]
     assert {g.goal.split(" ")[0] for g in result.goals} == {"every", "the"}

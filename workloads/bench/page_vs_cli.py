@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.bench.common import BenchContext, Goal, PartResult
+from workloads.bench.rows import Row
 from workloads.drivers.default_run import DEFAULT_RUN
 from workloads.drivers.rounds import DEFAULT_ROUNDS
 
@@ -235,11 +236,23 @@ def run_page(preset: str, workdir: Path, timeout_s: float, headed: bool = True) 
                     f"Chromium; {_load()}")  # fmt: skip
 
 
-def compare(page: Measured, cli: Measured) -> list[dict[str, Any]]:
+@dataclass(frozen=True, kw_only=True)
+class PageRow(Row):
+    """One engine's figure in one call: on the page and through replay. ``label`` is the engine."""
+
+    figure: str  # output_tok_s | tpot_p50_ms
+    page: float
+    cli: float
+    page_over_cli: float
+    first: str  # which of the two ran first in the call
+
+
+def compare(page: Measured, cli: Measured, call: int, first: str, group: str) -> list[PageRow]:
     """Per engine and figure: the page's value over the replay's."""
     return [
-        {"engine": engine, "figure": name, "page": page.figures[engine][name], "cli": cli.figures[engine][name],
-         "page_over_cli": page.figures[engine][name] / cli.figures[engine][name]}
+        PageRow(group=group, round=call, label=engine, figure=name, page=page.figures[engine][name],
+                cli=cli.figures[engine][name], page_over_cli=page.figures[engine][name] / cli.figures[engine][name],
+                first=first)
         for engine in ENGINES
         for name in FIGURES
     ]  # fmt: skip
@@ -253,7 +266,7 @@ def run(ctx: BenchContext) -> PartResult:
 def measure(preset: str, calls: int, out: Path, timeout_s: float = 900, headed: bool = True) -> PartResult:
     """``calls`` pairs of a page run and a replay, alternating which goes first."""
     defaults = LiveDefaults.read(preset)
-    rows: list[dict[str, Any]] = []
+    rows: list[PageRow] = []
     verdicts: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="pdv-page-vs-cli-") as tmp:
         for call in range(calls):
@@ -265,13 +278,12 @@ def measure(preset: str, calls: int, out: Path, timeout_s: float = 900, headed: 
                     got[which] = run_page(preset, where, timeout_s, headed)
                 else:
                     got[which] = run_replay(defaults, where, timeout_s)
-            for row in compare(got[PAGE], got[CLI]):
-                rows.append({"call": call, "first": order[0], **row})
+            rows += compare(got[PAGE], got[CLI], call, order[0], f"C={defaults.concurrency}")
             verdicts.append({"call": call, **{f"{k} verdict": m.verdict for k, m in got.items()},
                              **{f"{k} s": round(m.wall_s, 1) for k, m in got.items()},
                              **{f"{k} load": m.load for k, m in got.items()},
                              "same standings": got[PAGE].standings == got[CLI].standings})  # fmt: skip
-    worst = max(abs(r["page_over_cli"] - 1) for r in rows)
+    worst = max(abs(r.page_over_cli - 1) for r in rows)
     same = all(v["same standings"] for v in verdicts)
     agreed = sum(v["same standings"] for v in verdicts)
     figure = f"largest page ÷ replay difference {worst:.1%} over {calls} call(s)"
@@ -299,12 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     result = measure(args.preset, args.calls, args.out, args.timeout_s, headed=not args.headless)
     with open(args.out / f"{NAME}.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(result.rows[0]))
+        writer = csv.DictWriter(f, fieldnames=list(result.rows[0].record()))
         writer.writeheader()
-        writer.writerows(result.rows)
+        writer.writerows(r.record() for r in result.rows)
     for row in result.rows:
-        print(f"call {row['call']} {row['engine']:>8} {row['figure']:>12}: page {row['page']:8.2f}  "
-              f"replay {row['cli']:8.2f}  page/replay {row['page_over_cli']:.3f}")  # fmt: skip
+        print(f"call {row.round} {row.label:>8} {row.figure:>12}: page {row.page:8.2f}  "
+              f"replay {row.cli:8.2f}  page/replay {row.page_over_cli:.3f}")  # fmt: skip
     for goal in result.goals:
         print(f"{'met' if goal.met else 'missed'}: {goal.goal}: {goal.figure}")
     for note in result.notes:
