@@ -42,7 +42,13 @@ def _speed(section: dict) -> list[str]:
 def _lossless(section: dict) -> list[str]:
     rows = [[k, v, section["peak_allocated_mb"].get(k)] for k, v in section["identical_to_ar"].items()]
     head = f"Pair `{section['pair']}`, {section['prompts']} prompts x {section['max_new_tokens']} tokens."
-    return [head, "", *_table(["engine", "identical to AR (share)", "peak MiB"], rows)]
+    lines = [head, "", *_table(["engine", "identical to AR (share)", "peak MiB"], rows)]
+    for label, found in section["differing"].items():
+        where = ", ".join(
+            f"{d['request']} at {d['first_divergence']} (top-2 gap {d['float32_top2_logit_gap']:.3g})" for d in found
+        )
+        lines += ["", f"{label} differs: {where}."]
+    return lines
 
 
 RENDERERS = {"speed": _speed, "lossless_float32": _lossless}

@@ -19,12 +19,14 @@ import torch
 
 from engine.config import ENGINES, StepChoice
 from engine.devices import allocator_memory, cpu_name, fresh_memory, pci_bus_id
-from engine.gpu.graph_runner import graph_stats, with_cuda_graphs
+from engine.gpu.graph_runner import REPLAYED, GraphStats, graph_stats, with_cuda_graphs
 from engine.gpu_check import _top2_gap as top2_gap
 from engine.kernel_overlap import overlap
+from engine.models.pair import ModelPair
 from engine.models.shapes import PAIRS
 from engine.profiling.cost_profile import ProfileShape
 from engine.profiling.measure import measure, measure_interference
+from engine.request import Request
 from workloads.bench.first_light_context import Context
 from workloads.bench.first_light_runs import (
     DRAFT_LEN,
@@ -58,9 +60,13 @@ def nvml_counters(device: torch.device) -> dict[str, float | str]:
         import pynvml
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
     except Exception as exc:  # no nvidia-ml-py, no driver: one line says which
         return {"nvml": f"unreadable: {type(exc).__name__}: {exc}"}
+    found_by = "pci bus id"
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(pci_bus_id(device))
+    except Exception:  # a torch that reports no PCI address, or a VM that hides it: NVML's own numbering
+        handle, found_by = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0), "index (no PCI match)"
     readers = {
         "sm_busy_percent": lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).gpu,
         "memory_busy_percent": lambda: pynvml.nvmlDeviceGetUtilizationRates(handle).memory,
@@ -73,13 +79,27 @@ def nvml_counters(device: torch.device) -> dict[str, float | str]:
         "performance_state": lambda: pynvml.nvmlDeviceGetPerformanceState(handle),
         "driver": lambda: pynvml.nvmlSystemGetDriverVersion(),
     }
-    counters: dict[str, float | str] = {}
+    counters: dict[str, float | str] = {"found_by": found_by}
     for name, read in readers.items():
         try:
             counters[name] = read()
         except Exception as exc:  # an unsupported counter (MIG, a VM) leaves the others readable
             counters[name] = f"unreadable: {type(exc).__name__}: {exc}"
     return counters
+
+
+def divergences(f32: ModelPair, requests: list[Request], reference: list[list[int]]) -> list[dict]:
+    """Each output that differs from ``reference``: where first, and the float32 verifier's top-2 logit gap there
+    (a small gap is a near-tie that rounding may flip; a large one is a bug)."""
+    found = []
+    for request, want in zip(requests, reference, strict=True):
+        got = request.output_token_ids
+        if got == want:
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), len(want))
+        gap = top2_gap(f32, request.prompt_token_ids, want[:at])
+        found.append({"request": request.request_id, "first_divergence": at, "float32_top2_logit_gap": gap})
+    return found
 
 
 def lossless_section(ctx: Context) -> dict:
@@ -90,12 +110,15 @@ def lossless_section(ctx: Context) -> dict:
     reference = [r.output_token_ids for r in outputs(pair, "ar", config, prompts, s.check_tokens)]
     ctx.keep["float32_reference"] = reference
     graphed = with_cuda_graphs(pair)
-    identical, memory, graphs = {}, {}, {}
+    identical, memory, differing = {}, {}, {}
     for engine in ENGINES:
         for label, used in ((engine, pair), (f"{engine}+graphs", graphed)):
             fresh_memory(ctx.device)
-            got = [r.output_token_ids for r in outputs(used, engine, config, prompts, s.check_tokens)]
-            identical[label] = sum(g == w for g, w in zip(got, reference, strict=True)) / len(reference)
+            requests = outputs(used, engine, config, prompts, s.check_tokens)
+            found = divergences(pair, requests, reference)
+            identical[label] = 1 - len(found) / len(reference)
+            if found:
+                differing[label] = found
             peak = allocator_memory(ctx.device)
             memory[label] = None if peak is None else round(peak.peak_allocated_mb, 1)
     graphs = {name: asdict(stats) for name, stats in graph_stats(graphed).items()}
@@ -104,6 +127,7 @@ def lossless_section(ctx: Context) -> dict:
         "prompts": len(prompts),
         "max_new_tokens": s.check_tokens,
         "identical_to_ar": identical,  # share of prompts; 1.0 is lossless
+        "differing": differing,
         "peak_allocated_mb": memory,
         "graphs": graphs,
     }
@@ -118,15 +142,7 @@ def divergence_section(ctx: Context) -> dict:
     prompts, config = repetitive_prompts(s.check_prompts), engine_config("model", s.check_prompts)
     bf16 = ctx.pair(s.check_pair, "bfloat16")
     requests = outputs(bf16, "ar", config, prompts, s.check_tokens)
-    f32 = ctx.pair(s.check_pair, "float32")
-    found = []
-    for request, want in zip(requests, reference, strict=True):
-        got = request.output_token_ids
-        if got == want:
-            continue
-        at = next((i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b), len(want))
-        gap = top2_gap(f32, request.prompt_token_ids, want[:at])
-        found.append({"request": request.request_id, "first_divergence": at, "float32_top2_logit_gap": gap})
+    found = divergences(ctx.pair(s.check_pair, "float32"), requests, reference)
     return {"pair": s.check_pair, "divergence_rate": len(found) / len(reference), "divergences": found}
 
 
@@ -167,14 +183,12 @@ def speed_section(ctx: Context) -> dict:
                 if not ctx.allows("speed"):
                     skipped.append(label)
                     continue
-                began = time.perf_counter()
+                began, before = time.perf_counter(), graph_stats(graphed)
                 used = graphed if graphs else pair
                 figures = closed_batch(used, engine, config, c, s.speed_tokens, s.min_requests)
                 ctx.budget.took("speed", time.perf_counter() - began)
                 if graphs:
-                    figures["graph_replayed_share"] = {
-                        name: stats.replayed_share for name, stats in graph_stats(graphed).items()
-                    }
+                    figures["graph_replayed_share"] = replayed_share(before, graph_stats(graphed))
                 runs.append(label | figures)
                 ctx.progress(f"speed: {engine} C={c} graphs={graphs}: {figures['tok_per_s']} tok/s")
     nvml = nvml_counters(ctx.device) if ctx.cuda else "not on CUDA"
@@ -190,6 +204,17 @@ def speed_section(ctx: Context) -> dict:
         "graphs": {name: asdict(stats) for name, stats in graph_stats(graphed).items()},
         "nvml_after": nvml,
     }
+
+
+def replayed_share(before: dict[str, GraphStats], after: dict[str, GraphStats]) -> dict[str, float | None]:
+    """Per model, the share of its forwards between two snapshots of its graph stats that replayed a graph."""
+    shares = {}
+    for name, now in after.items():
+        then = before[name].choices
+        delta = {k: v - then.get(k, 0) for k, v in now.choices.items()}
+        total = sum(delta.values())
+        shares[name] = round(delta.get(REPLAYED, 0) / total, 4) if total else None
+    return shares
 
 
 def profile_section(ctx: Context) -> dict:
