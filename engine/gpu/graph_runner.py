@@ -97,8 +97,10 @@ class GraphRunner(ModelRunner):
         self._failed: dict[GraphKey, str] = {}
         self._choices: Counter[str] = Counter()
         self._lock = threading.Lock()  # one lane at a time fills and replays the buffers
-        self._padding: KVStore | None = None  # padding rows' scratch keys, never read by a real row
-        self._graph_pool: Any = None
+        # padding rows' scratch keys, never read by a real row: taken now, since a forward holds the pool's tensors
+        # shared and taking blocks may grow the pool, which needs them exclusive
+        self._padding = self.new_store(MAX_TOKENS_PER_ROW) if self.graphs is not None else None
+        self._graph_pool = self.graphs.pool() if self.graphs is not None else None
         self._captured_over: tuple[torch.Tensor, torch.Tensor] | None = None
         self._last_replay: Any = None  # event after the last graph forward: the next one waits on it
 
@@ -107,6 +109,7 @@ class GraphRunner(ModelRunner):
             failed = {str(tuple(k)): v for k, v in self._failed.items()}
             return GraphStats(dict(self._choices), tuple(self._buckets), failed)
 
+    @torch.inference_mode()
     def forward(
         self,
         stores: list[KVStore],
@@ -183,9 +186,6 @@ class GraphRunner(ModelRunner):
         return logits
 
     def _new_bucket(self, key: GraphKey) -> _Bucket:
-        if self._padding is None:
-            self._padding = self.new_store(MAX_TOKENS_PER_ROW)
-            self._graph_pool = self.graphs.pool()
         size = key.rows * key.tokens
         meta = key.rows * (1 + key.span // BLOCK_TOKENS)
         zeros = {"dtype": torch.long, "device": self.device}

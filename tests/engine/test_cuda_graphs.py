@@ -4,6 +4,8 @@ The CUDA calls are faked (``tests/support/fake_graphs.py``): a capture runs the
 forward once refusing host reads, a replay runs it again on the same buffers.
 """
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -14,20 +16,21 @@ from engine.kv import BLOCK_TOKENS
 from engine.request import Request
 from engine.runner import Stage
 from engine.schedulers.registry import make_engine
+from tests.support.fake_cuda import fake_cuda, on_fake  # noqa: F401 - fake_cuda is a fixture
 from tests.support.fake_graphs import FakeGraphs
 
-PROMPTS = ["hello world", "a", "the quick brown fox", "abc abc abc abc", "0123456789", "q", "lorem ipsum", "zz"]
+PROMPTS = ["hello world", "a", "the quick brown fox", "abc abc abc abc", "0123456789", "q"]
 CONFIG = EngineConfig(
     drafter="model", controller=ControllerConfig(kind="fixed", draft_len=3), step_choice=StepChoice.COUNT
 )
 
 
-def outputs(pair, engine: str, max_new: int = 12) -> list[list[int]]:
+def outputs(pair, engine: str, max_new: int = 10, config: EngineConfig = CONFIG) -> list[list[int]]:
     requests = [
         Request(f"g{i}", pair.encode_prompt(p), SamplingParams(max_new_tokens=max_new, stop_token_ids=()))
         for i, p in enumerate(PROMPTS)
     ]
-    eng = make_engine(engine, pair, CONFIG)
+    eng = make_engine(engine, pair, config)
     try:
         eng.generate(requests, timeout=60)
     finally:
@@ -121,3 +124,19 @@ def test_graphs_are_captured_again_once_the_kv_pool_grows(tiny_pair):
     choices = runner.graph_stats().choices
     assert choices[RECAPTURE] == 1 and choices[CAPTURED] == 2 and choices[REPLAYED] == 1
     del big
+
+
+@pytest.mark.parametrize("engine", ["pd", "pdv"])
+def test_graph_replays_on_lanes_at_once_are_ordered_on_their_streams(
+    tiny_pair,
+    reference,
+    fake_cuda,
+    monkeypatch,
+    engine,  # noqa: F811
+):
+    on_fake(tiny_pair, fake_cuda, monkeypatch)
+    pair = with_cuda_graphs(tiny_pair, FakeGraphs())
+    at_once = replace(CONFIG, hybrid_threshold=None, concurrent_lanes=3)  # every lane on the device at once
+    assert outputs(pair, engine, config=at_once) == reference
+    assert graph_stats(pair)["verifier"].choices.get(REPLAYED, 0) > 0
+    assert fake_cuda.findings == []
