@@ -127,13 +127,7 @@ def test_graphs_are_captured_again_once_the_kv_pool_grows(tiny_pair):
 
 
 @pytest.mark.parametrize("engine", ["pd", "pdv"])
-def test_graph_replays_on_lanes_at_once_are_ordered_on_their_streams(
-    tiny_pair,
-    reference,
-    fake_cuda,
-    monkeypatch,
-    engine,  # noqa: F811
-):
+def test_replays_on_lanes_at_once_are_ordered(tiny_pair, reference, fake_cuda, monkeypatch, engine):  # noqa: F811
     on_fake(tiny_pair, fake_cuda, monkeypatch)
     pair = with_cuda_graphs(tiny_pair, FakeGraphs())
     at_once = replace(CONFIG, hybrid_threshold=None, concurrent_lanes=3)  # every lane on the device at once
