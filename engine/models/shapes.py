@@ -99,7 +99,7 @@ class ShapedPair:
 
 
 PAIRS: dict[str, ShapedPair] = {
-    "llama8b-1b": ShapedPair("llama-3.1-8b", "llama-3.2-1b", "lookup drafting only; the 1B draft's is chance"),
+    "llama8b-1b": ShapedPair("llama-3.1-8b", "llama-3.2-1b", "the 1B draft's is about chance: it measures cost"),
     "llama8b-self4": ShapedPair("llama-3.1-8b", "self:4", "self-drafting: the 8B's first 4 layers"),
     "smol-self4": ShapedPair("smollm2-135m", "self:4", "self-drafting: the 135M's first 4 layers (the smol draft's)"),
     "tiny-self2": ShapedPair("tiny", "self:2", "self-drafting: the first 2 of 3 layers"),
@@ -135,7 +135,11 @@ def load_shaped_pair(name: str, device: str = "auto", dtype: str = "bfloat16", s
     """The shaped pair ``name`` (``PAIRS``) with seeded random weights on ``device`` in ``dtype``."""
     if name not in PAIRS:
         raise ValueError(f"unknown shaped pair {name!r}; choose one of {', '.join(PAIRS)}")
-    spec = PAIRS[name]
+    return load_shaped(PAIRS[name], name, device, dtype, seed)
+
+
+def load_shaped(spec: ShapedPair, name: str, device: str, dtype: str, seed: int = SHAPE_SEED) -> ModelPair:
+    """The pair ``spec`` describes, labelled ``name``, with seeded random weights on ``device`` in ``dtype``."""
     dev = resolve_device(device)
     torch_dtype = getattr(torch, dtype)
     torch.manual_seed(seed)
