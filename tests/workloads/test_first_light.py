@@ -107,3 +107,19 @@ def test_asking_for_cuda_where_there_is_none_fails_in_one_line(tmp_path, capsys)
         pytest.skip("this machine has CUDA")
     assert first_light.main(["--device", "cuda", "--out", str(tmp_path)]) == 2
     assert "CUDA is not usable" in capsys.readouterr().err and not any(tmp_path.iterdir())
+
+
+def test_a_speed_run_that_fails_is_its_own_row_and_the_others_still_run(tmp_path, monkeypatch):
+    settings = first_light.tiny_settings("cpu", tmp_path, budget_s=60)
+    ctx = Context(settings, Budget(60, settings.estimates), tuple(first_light.SECTIONS), current="speed")
+
+    def closed_batch(pair, engine, config, c, tokens, min_requests):
+        if engine == "pd" and c == 2:
+            raise TimeoutError("request b0-1 did not finish within 180s")
+        return {"tok_per_s": 1.0}
+
+    monkeypatch.setattr(first_light.sections, "closed_batch", closed_batch)
+    section = first_light.sections.speed_section(ctx)
+    assert len(section["runs"]) == 14 and len(section["failed_runs"]) == 2
+    assert all("did not finish" in run["failed"] and run["engine"] == "pd" for run in section["failed_runs"])
+    assert not first_light._whole(section)

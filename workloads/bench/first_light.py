@@ -97,6 +97,13 @@ def write_report(ctx: Context, status: str) -> None:
         tmp.replace(path)
 
 
+def _whole(section: dict) -> bool:
+    """Whether a section ran all it meant to: nothing skipped, failed or cut off, no run of it either."""
+    return not set(section) & {"skipped", "failed", "cut_off"} and not any(
+        section.get(key) for key in ("skipped_for_time", "failed_runs")
+    )
+
+
 def _cut_off(ctx: Context) -> None:
     """The budget is spent with a section still running: the report as it stands, then the process ends."""
     with ctx.lock:
@@ -143,7 +150,7 @@ def run(settings: Settings, start: float = STARTED) -> dict:
             write_report(ctx, "running")
     watchdog.cancel()
     with ctx.lock:
-        status = "complete" if all(set(r) & {"skipped", "failed"} == set() for r in ctx.report.values()) else "partial"
+        status = "complete" if all(_whole(r) for r in ctx.report.values()) else "partial"
         write_report(ctx, status)
     return json.loads((settings.out / "first-light.json").read_text())
 

@@ -31,6 +31,8 @@ def _speed(section: dict) -> list[str]:
     if ratios:
         lines += ["", "Graphs against eager (tok/s ratio, one round each: no interval, no verdict):", ""]
         lines += _table(["engine", "C", "graphs / eager"], ratios)
+    for run in section.get("failed_runs", []):
+        lines += ["", f"**Failed**: {run['engine']} C={run['concurrency']} graphs={run['graphs']}: {run['failed']}"]
     if section["skipped_for_time"]:
         skipped = ", ".join(
             f"{s['engine']} C={s['concurrency']} graphs={s['graphs']}" for s in section["skipped_for_time"]

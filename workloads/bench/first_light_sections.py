@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from engine.config import ENGINES, StepChoice
-from engine.devices import allocator_memory, cpu_name, fresh_memory, pci_bus_id
+from engine.devices import allocator_memory, cpu_name, fresh_memory, pci_bus_id, raise_if_device_failure
 from engine.gpu.graph_runner import REPLAYED, GraphStats, graph_stats, with_cuda_graphs
 from engine.gpu_check import _top2_gap as top2_gap
 from engine.kernel_overlap import overlap
@@ -176,7 +176,7 @@ def speed_section(ctx: Context) -> dict:
     s = ctx.settings
     pair = ctx.pair(s.speed_pair, s.speed_dtype)
     graphed = with_cuda_graphs(pair)
-    runs, skipped = [], []
+    runs, skipped, failed = [], [], []
     config = engine_config(s.speed_drafter, max(s.concurrency))
     for round_index, c in enumerate(s.concurrency):
         for engine in ENGINES:
@@ -188,8 +188,15 @@ def speed_section(ctx: Context) -> dict:
                     continue
                 began, before = time.perf_counter(), graph_stats(graphed)
                 used = graphed if graphs else pair
-                figures = closed_batch(used, engine, config, c, s.speed_tokens, s.min_requests)
-                ctx.budget.took("speed", time.perf_counter() - began)
+                try:
+                    figures = closed_batch(used, engine, config, c, s.speed_tokens, s.min_requests)
+                except Exception as exc:  # this run's failure is its row; a device failure ends the section
+                    raise_if_device_failure(exc)
+                    failed.append(label | {"failed": f"{type(exc).__name__}: {exc}"})
+                    ctx.progress(f"speed: {engine} C={c} graphs={graphs}: failed: {exc}")
+                    continue
+                finally:
+                    ctx.budget.took("speed", time.perf_counter() - began)
                 if graphs:
                     figures["graph_replayed_share"] = replayed_share(before, graph_stats(graphed))
                 runs.append(label | figures)
@@ -204,6 +211,7 @@ def speed_section(ctx: Context) -> dict:
         "acceptance_source": PAIRS[s.speed_pair].acceptance,
         "runs": runs,
         "skipped_for_time": skipped,
+        "failed_runs": failed,
         "graphs": {name: asdict(stats) for name, stats in graph_stats(graphed).items()},
         "nvml_after": nvml,
     }
