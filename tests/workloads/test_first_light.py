@@ -38,7 +38,9 @@ def test_the_dry_run_writes_every_section_and_finishes_in_its_budget(dry_run):
     assert report["status"] == "complete" and report["ran_on_gpu"] is False
     assert list(report["sections"]) == list(first_light.SECTIONS)
     assert report["elapsed_s"] < report["budget_s"]
-    assert (out / "first-light.md").read_text().startswith("# First light")
+    page = (out / "first-light.md").read_text()
+    assert page.startswith("# First light") and "on the CPU (a dry run" in page
+    assert "No forward replayed a graph (not on CUDA)" in page  # no eager-against-eager ratio passed off as one
     assert "speed: ar C=1" in (out / "first-light.log").read_text()
 
 

@@ -28,7 +28,14 @@ def _speed(section: dict) -> list[str]:
         for (engine, c, graphs), g in by_key.items()
         if graphs and (e := by_key.get((engine, c, False))) and e["tok_per_s"] and g["tok_per_s"]
     ]
-    if ratios:
+    replayed = [share for r in runs if r["graphs"] for share in r.get("graph_replayed_share", {}).values()]
+    if ratios and not any(replayed):
+        lines += ["", "No forward replayed a graph (not on CUDA): both modes ran eagerly, so no ratio is shown."]
+    elif ratios:
+        shares = ", ".join(
+            f"{r['engine']} C={r['concurrency']}: {r.get('graph_replayed_share')}" for r in runs if r["graphs"]
+        )
+        lines += ["", f"Share of forwards that replayed a graph, per model: {shares}."]
         lines += ["", "Graphs against eager (tok/s ratio, one round each: no interval, no verdict):", ""]
         lines += _table(["engine", "C", "graphs / eager"], ratios)
     for run in section.get("failed_runs", []):
