@@ -17,7 +17,7 @@ from engine.request import Request
 from engine.runner import Stage
 from engine.schedulers.registry import make_engine
 from tests.support.fake_cuda import fake_cuda, on_fake  # noqa: F401 - fake_cuda is a fixture
-from tests.support.fake_graphs import FakeGraphs
+from tests.support.fake_graphs import FakeGraphs, HostReadDuringCapture
 
 PROMPTS = ["hello world", "a", "the quick brown fox", "abc abc abc abc", "0123456789", "q"]
 CONFIG = EngineConfig(
@@ -134,3 +134,27 @@ def test_replays_on_lanes_at_once_are_ordered(tiny_pair, reference, fake_cuda, m
     assert outputs(pair, engine, config=at_once) == reference
     assert graph_stats(pair)["verifier"].choices.get(REPLAYED, 0) > 0
     assert fake_cuda.findings == []
+
+
+X = torch.arange(5)
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        lambda: X.sum().item(),
+        lambda: bool(X.sum()),
+        lambda: X.nonzero(),
+        lambda: X[X > 2],
+        lambda: X.repeat_interleave(X),
+    ],
+)
+def test_the_fake_capture_refuses_what_a_cuda_capture_cannot_record(capture):
+    with pytest.raises(HostReadDuringCapture):
+        FakeGraphs().capture(capture, None)
+
+
+def test_the_fake_capture_records_what_a_cuda_capture_can():
+    graph = FakeGraphs().capture(lambda: (X[torch.tensor([1, 2])], X.repeat_interleave(X, output_size=10)), None)
+    graph.replay()
+    assert graph.replays == 1
