@@ -166,6 +166,11 @@ class SimEngine:
     def waiting(self) -> int:
         return len(self._waiting)
 
+    @property
+    def unfinished(self) -> int:
+        """Requests submitted and not ended."""
+        return len(self._live)
+
     def output_text(self, request: Request) -> str | None:
         return ""  # a simulated request has token times and kinds, no text
 

@@ -136,7 +136,7 @@ def simulate(
     if not items:
         raise ValueError("the trace is empty")
     eng = make_sim_engine(engine, setup)
-    clock = VirtualClock(eng.loop)
+    clock = VirtualClock(eng.loop, pending=lambda: eng.unfinished > 0)
 
     def on_event(event) -> None:
         if event.finished:
