@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from functools import cache
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
@@ -233,55 +234,49 @@ class SimEngine:
         return self.retire(done)
 
     def draft(self, seqs: list[SimSequence], verify_queue: int = 0) -> SimBlock:
-        """Each row's L from the controller (as ``Engine._draft`` asks it), and the draft forwards' time."""
+        """Each row's L from the controller (as ``Engine._draft`` asks it), and the block's draft and verify time."""
         caps = draft_lengths(seqs, self.config.controller.max_len if self.speculative else 0)
         lens = [0] * len(seqs)
         if self.speculative:
             signals = LoadSignals(verify_queue, p95_ms(self.decode_latencies), len(seqs))
             lens = self.controller.lengths(signals, [RowOption(MODEL, cap) for cap in caps])
         positions = max(lens, default=0)
-        draft_s = positions * self.cost.draft_s(len(seqs), self._context(seqs)) if self.drafts_with_model else 0.0
-        return SimBlock(list(seqs), lens, draft_s)
-
-    def tokens_per_row(self, block: SimBlock) -> float:
-        return 1 + sum(block.lens) / max(1, len(block.lens))
-
-    def verify_cost(self, block: SimBlock) -> float:
-        return self.cost.verify_s(len(block.seqs), self.tokens_per_row(block), self._context(block.seqs))
+        context = sum(s.prefilled + len(s.request.output_token_ids) for s in seqs) / max(1, len(seqs))
+        draft_s = positions * self.cost.draft_s(len(seqs), context) if self.drafts_with_model else 0.0
+        tokens = 1 + sum(lens) / max(1, len(lens))
+        return SimBlock(list(seqs), lens, draft_s, self.cost.verify_s(len(seqs), tokens, context), tokens)
 
     def verify(self, block: SimBlock, record_latency: bool) -> list[SimSequence]:
         """Accept a verified block: sampled accepted prefixes, then the correction or bonus token. Returns the
         sequences still running."""
-        verify_s = self.verify_cost(block)
         if record_latency:  # an atomic step: draft + verify, as ``Engine._step`` times it
-            self.decode_latencies.append(block.draft_s + verify_s)
+            self.decode_latencies.append(block.draft_s + block.verify_s)
         live = [(s, n) for s, n in zip(block.seqs, block.lens, strict=True) if not s.finished]
-        kept = self.acceptance.sample([n for _, n in live], self.rng) if self.speculative else [0] * len(live)
-        emitted = 0
+        lens = [n for _, n in live]
+        kept = self.acceptance.sample(lens, self.rng) if self.speculative else [0] * len(live)
+        now, speculative, emitted = self.loop.now, self.speculative, 0
         for (seq, n), a in zip(live, kept, strict=True):
-            kinds = [TokenKind.ACCEPTED] * a + [
-                TokenKind.DECODE if n == 0 else TokenKind.BONUS if a == n else TokenKind.CORRECTION
-            ]
-            kinds = kinds[: seq.remaining]
-            if self.speculative:
-                seq.request.steps.append(StepRecord(n, a, MODEL if n else None))
-            finish = FinishReason.LENGTH if len(kinds) == seq.remaining else None
-            timeline.emit(seq.request, kinds, finish, self.loop.now)
+            request = seq.request
+            remaining = request.params.max_new_tokens - len(request.output_token_ids)
+            kinds = _kinds(a, n)[:remaining]
+            if speculative:
+                request.steps.append(StepRecord(n, a, MODEL if n else None))
+            timeline.emit(request, kinds, FinishReason.LENGTH if len(kinds) == remaining else None, now)
             emitted += len(kinds)
-        drafted, accepted = sum(n for _, n in live), sum(kept)
-        self.counters.add(emitted, drafted if self.speculative else 0, accepted)
-        if self.speculative:
+        drafted, accepted = sum(lens), sum(kept)
+        self.counters.add(emitted, drafted if speculative else 0, accepted)
+        if speculative:
             self.controller.observe(
                 StepObservation(
                     batch_size=len(live),
-                    draft_len=max((n for _, n in live), default=0),
+                    draft_len=max(lens, default=0),
                     drafted=drafted,
                     accepted=accepted,
                     draft_s=block.draft_s,
-                    verify_s=verify_s,
-                    rejected=sum(a < n for (_, n), a in zip(live, kept, strict=True)),
-                    draft_positions=max((n for _, n in live), default=0),
-                    rows=tuple(RowOutcome(MODEL if n else None, n, a) for (_, n), a in zip(live, kept, strict=True)),
+                    verify_s=block.verify_s,
+                    rejected=sum(a < n for n, a in zip(lens, kept, strict=True)),
+                    draft_positions=max(lens, default=0),
+                    rows=tuple(RowOutcome(MODEL if n else None, n, a) for n, a in zip(lens, kept, strict=True)),
                 )
             )
         return self.retire(block.seqs)
@@ -307,6 +302,10 @@ class SimEngine:
         if request in self._waiting:
             self._waiting.remove(request)
 
-    @staticmethod
-    def _context(seqs: list[SimSequence]) -> float:
-        return sum(s.context for s in seqs) / len(seqs) if seqs else 0.0
+
+@cache
+def _kinds(accepted: int, drafted: int) -> list[TokenKind]:
+    """The kinds of a row's tokens: its accepted prefix, then the bonus (all accepted), the correction (one
+    rejected) or a plain decode token (nothing drafted). Shared: callers slice, never mutate."""
+    last = TokenKind.DECODE if drafted == 0 else TokenKind.BONUS if accepted == drafted else TokenKind.CORRECTION
+    return [TokenKind.ACCEPTED] * accepted + [last]

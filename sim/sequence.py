@@ -30,10 +30,6 @@ class SimSequence:
         return self.request.params.max_new_tokens - self.request.num_output_tokens
 
     @property
-    def context(self) -> int:
-        return self.prefilled + self.request.num_output_tokens
-
-    @property
     def finished(self) -> bool:
         return self.request.status.finished
 
@@ -51,9 +47,11 @@ class SimJob:
 
 @dataclass
 class SimBlock:
-    """A drafted block: its rows, each row's draft length, and the draft's time."""
+    """A drafted block: its rows, each row's draft length, and what drafting and verifying it cost."""
 
     seqs: list[SimSequence]
     lens: list[int]
-    draft_s: float
+    draft_s: float  # its draft forwards (max(lens) positions)
+    verify_s: float  # its verifier forward, alone on the device
+    tokens: float  # new tokens per row of the verifier forward: 1 + mean L
     mode: StepMode = StepMode.ATOMIC

@@ -73,8 +73,8 @@ class SimAtomicDecode:
             self.running = alive
             engine.notify()
 
-        duration = block.draft_s + engine.verify_cost(block)
-        return SimJob(duration, len(batch), engine.tokens_per_row(block), finish)
+        duration = block.draft_s + block.verify_s
+        return SimJob(duration, len(batch), block.tokens, finish)
 
 
 class SimDraft:
@@ -124,8 +124,8 @@ class SimDraft:
                 self.ready.settle_group(len(group), alive)
                 engine.notify()
 
-            duration = block.draft_s + engine.verify_cost(block)
-            return SimJob(duration, len(group), engine.tokens_per_row(block), finish_atomic)
+            duration = block.draft_s + block.verify_s
+            return SimJob(duration, len(group), block.tokens, finish_atomic)
 
         def finish_draft() -> None:
             engine.decode_latencies.append(block.draft_s)
@@ -157,4 +157,4 @@ class SimVerify:
             self.ready.settle_group(len(block.seqs), alive)
             engine.notify()
 
-        return SimJob(engine.verify_cost(block), len(block.seqs), engine.tokens_per_row(block), finish)
+        return SimJob(block.verify_s, len(block.seqs), block.tokens, finish)
