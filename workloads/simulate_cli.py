@@ -176,6 +176,23 @@ def format_rows(points: Sequence[SimPoint]) -> str:
     return "\n".join(lines)
 
 
+def format_pdv_vs_pd(points: Sequence[SimPoint]) -> list[str]:
+    """Per load point with both engines: PDV's tok/s and TPOT p99 over PD's (simulated)."""
+    by_load: dict[tuple, dict[str, Any]] = {}
+    for point in points:
+        s = point.result.summary
+        by_load.setdefault((s.concurrency, s.request_rate), {})[s.engine] = s
+    lines = []
+    for (concurrency, rate), engines in by_load.items():
+        pd, pdv = engines.get(EngineName.PD), engines.get(EngineName.PDV)
+        if pd is None or pdv is None or not pd.output_tok_s or not pd.tpot_p99_ms or pdv.tpot_p99_ms is None:
+            continue
+        load = f"c{concurrency}" if rate is None else f"r{rate:g}"
+        lines.append(f"  {load}: PDV / PD tok/s {pdv.output_tok_s / pd.output_tok_s:.3f}, "
+                     f"TPOT p99 {pdv.tpot_p99_ms / pd.tpot_p99_ms:.3f} (simulated)")  # fmt: skip
+    return lines
+
+
 def format_assumptions(assumptions: dict[str, Any], indent: str = "  ") -> str:
     lines = []
     for name, value in assumptions.items():
@@ -209,6 +226,9 @@ def simulate_command(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     print(f"SIMULATED, not measured: {len(trace)} requests ({trace.source}), pair {args.pair}")
     print(format_rows(points))
+    if ratios := format_pdv_vs_pd(points):
+        print("PDV against PD at each load:")
+        print("\n".join(ratios))
     print("assumptions:")
     print(format_assumptions(setup.assumptions()))
     total = sum(p.wall_s for p in points)
