@@ -13,6 +13,7 @@ from workloads.__main__ import main
 from workloads.drivers.arrivals import ClosedLoop, OpenLoop
 from workloads.drivers.simulate import SimSetup, simulate_sweep
 from workloads.drivers.trace import Trace, TraceItem
+from workloads.report.html import run_labels
 
 
 def _trace(n: int) -> Trace:
@@ -38,6 +39,8 @@ def test_a_simulated_sweep_writes_every_run_file_marked_simulated(tmp_path):
     assert all(e["device_probe"]["source"] == "simulated" for e in entries)
     first = json.loads((tmp_path / "outputs.jsonl").read_text().splitlines()[12])  # baseline's first request
     assert first["steps"] and first["token_kinds"][0] == "first"
+    labels = run_labels([run])
+    assert len(labels) == 8 and all(label.endswith("(simulated: constant)") for label in labels.values())
 
 
 def test_the_simulate_command_prints_each_row_labelled_with_its_assumptions(tmp_path, capsys):
