@@ -70,3 +70,19 @@ def test_bad_simulate_input_gets_one_clear_error(tmp_path, capsys):
     assert main(["simulate", "--pair", "llama-70b-8b", "--device", "h100", "--acceptance", "0.5"]) == 2
     assert "split them over more devices" in capsys.readouterr().err
     assert not (tmp_path / "a").exists()
+
+
+def test_the_simulate_command_prices_forwards_from_a_measured_profile_file(tmp_path, capsys):
+    profile = {"batch_sizes": [1, 8], "tokens": [1, 5], "verify_ms": [[20.0, 25.0], [40.0, 90.0]],
+               "draft_ms": [3.0, 6.0], "machine": {"device": "cpu", "threads": "2"}, "interference": None}  # fmt: skip
+    (tmp_path / "profile.json").write_text(json.dumps(profile))
+    code = main([
+        "simulate", "--profile", str(tmp_path / "profile.json"), "--trace", "synthetic", "--input-len", "32",
+        "--output-len", "8", "--num-requests", "6", "--concurrency", "2", "--acceptance", "0.3",
+        "--max-batch-size", "8", "--max-draft-len", "4", "--out", str(tmp_path / "sim"),
+    ])  # fmt: skip
+    stdout = capsys.readouterr().out
+    assert code == 0
+    rows = [line for line in stdout.splitlines() if line.strip().startswith(("baseline", "pd", "pdv"))]
+    assert len(rows) == 3 and all("simulated: measured profile cpu" in row for row in rows)
+    assert f"profile: {tmp_path / 'profile.json'}" in stdout
