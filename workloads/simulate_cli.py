@@ -37,6 +37,7 @@ from engine.flags import (
     engine_config_from_args,
     sampling_from_args,
 )
+from engine.profiling.cost_profile import CostProfile
 from metrics.export import jsonable
 from sim.acceptance import Acceptance, from_run_dir
 from sim.measured_cost import load_profile_file
@@ -155,8 +156,21 @@ def setup_from_args(args: argparse.Namespace) -> SimSetup:
     if args.max_cache_tokens is None:
         args.max_cache_tokens = kv
     config = engine_config_from_args(args)
+    if args.profile:
+        _check_covered(cost.measured, config.max_batch_size, config.controller.max_len + 1)
     params = sampling_from_args(args, seed=args.seed)
     return SimSetup(cost, _acceptance(args), config, params, pair.max_context, pair.vocab_size, args.seed)
+
+
+def _check_covered(profile: CostProfile, max_batch: int, max_tokens: int) -> None:
+    """A measured profile is flat past its grid's edge: a run that would read beyond it is refused."""
+    if max_batch > profile.batch_sizes[-1] or max_tokens > profile.tokens[-1]:
+        raise UsageError(
+            f"the profile covers batches up to {profile.batch_sizes[-1]} and {profile.tokens[-1]} tokens per row; "
+            f"this run needs {max_batch} and {max_tokens}: lower --max-batch-size / --max-draft-len, or measure a "
+            f"profile with them (python -m engine profile --max-batch-size {max_batch} --max-draft-len "
+            f"{max_tokens - 1} --drafter model)"
+        )
 
 
 def format_rows(points: Sequence[SimPoint]) -> str:

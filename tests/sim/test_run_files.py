@@ -86,3 +86,6 @@ def test_the_simulate_command_prices_forwards_from_a_measured_profile_file(tmp_p
     rows = [line for line in stdout.splitlines() if line.strip().startswith(("baseline", "pd", "pdv"))]
     assert len(rows) == 3 and all("simulated: measured profile cpu" in row for row in rows)
     assert f"profile: {tmp_path / 'profile.json'}" in stdout
+    beyond = ["simulate", "--profile", str(tmp_path / "profile.json"), "--acceptance", "0.3", "--max-batch-size", "16"]
+    assert main([*beyond, "--out", str(tmp_path / "beyond")]) == 2
+    assert "the profile covers batches up to 8" in capsys.readouterr().err
