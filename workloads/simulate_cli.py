@@ -174,7 +174,8 @@ def _check_covered(profile: CostProfile, max_batch: int, max_tokens: int) -> Non
 
 
 def format_rows(points: Sequence[SimPoint]) -> str:
-    head = ("engine", "load", "tok/s", "TPOT p50", "TPOT p99", "TTFT p50", "TTFT p99", "accept", "sim s", "simulated")
+    head = ("engine", "load", "tok/s", "TPOT p50", "TPOT p99", "TTFT p50", "TTFT p99", "accept", "sim s", "cpu s",
+            "simulated")  # fmt: skip
     lines = ["  ".join(f"{h:>9}" for h in head[:-1]) + "  " + head[-1]]
     for point in points:
         s = point.result.summary
@@ -185,7 +186,7 @@ def format_rows(points: Sequence[SimPoint]) -> str:
 
         figures = (s.output_tok_s, s.tpot_p50_ms, s.tpot_p99_ms, s.ttft_p50_ms, s.ttft_p99_ms)
         cells = [f"{s.engine:>9}", f"{load:>9}", cell(figures[0], 0), *map(cell, figures[1:]),
-                 cell(s.acceptance_rate, 2), cell(point.wall_s, 2)]  # fmt: skip
+                 cell(s.acceptance_rate, 2), cell(point.wall_s, 2), cell(point.cpu_s, 2)]  # fmt: skip
         lines.append("  ".join(cells) + f"  simulated: {s.simulated}")
     return "\n".join(lines)
 
@@ -245,13 +246,13 @@ def simulate_command(args: argparse.Namespace) -> int:
         print("\n".join(ratios))
     print("assumptions:")
     print(format_assumptions(setup.assumptions()))
-    total = sum(p.wall_s for p in points)
-    print(f"simulated {len(points)} run(s) in {total:.1f} s of this machine's time; wrote them to {out}")
+    wall, cpu = sum(p.wall_s for p in points), sum(p.cpu_s for p in points)
+    print(f"simulated {len(points)} run(s) in {wall:.1f} s ({cpu:.1f} s of CPU); wrote them to {out}")
     if args.json:
         machine = {
             "out_dir": str(out),
             "simulated": True,
-            "rows": [{**asdict(p.result.summary), "sim_wall_s": p.wall_s} for p in points],
+            "rows": [{**asdict(p.result.summary), "sim_wall_s": p.wall_s, "sim_cpu_s": p.cpu_s} for p in points],
             "assumptions": setup.assumptions(),
         }
         print(json.dumps(jsonable(machine), allow_nan=False))

@@ -202,6 +202,7 @@ class SimPoint:
 
     result: RunResult
     wall_s: float  # real seconds the simulation took
+    cpu_s: float  # this process's CPU seconds for it: what the simulation cost, whatever else the machine ran
 
 
 def sim_run_id(engine: EngineName, policy: ArrivalPolicy, stamp: str) -> str:
@@ -231,9 +232,9 @@ def simulate_sweep(
         for engine in engines:
             if progress is not None:
                 progress(len(points), total, f"{engine} {policy.describe()}")
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             result = simulate(trace, engine, policy, setup, sim_run_id(engine, policy, stamp))
-            points.append(SimPoint(result, time.perf_counter() - start))
+            points.append(SimPoint(result, time.perf_counter() - start, time.process_time() - cpu))
             if out_dir is not None:
                 write_run(out_dir, result.record(run_meta))
                 write_summary(out_dir, [{**asdict(result.summary), "rounds": 1}], {})
