@@ -108,6 +108,7 @@ class SimEngine:
         self._sequences: dict[int, SimSequence] = {}
         self.decode_latencies: deque[float] = deque(maxlen=DECODE_LATENCIES)
         self.fatal_error: str | None = None
+        self.on_finish: Callable[[Request], None] | None = None  # told of every request as it ends (a driver's clock)
         self._stopped = False
         self.composition: tuple[LaneSpec, ...] = self._compose()
         names = tuple(spec.name for spec in self.composition)
@@ -134,6 +135,7 @@ class SimEngine:
         if problem:
             timeline.fail(request, RequestStatus.REJECTED, problem, now)
             self.counters.end(request.status, submitted=True)
+            self._ended(request)
             return request
         self.counters.submitted += 1
         self._live[id(request)] = request
@@ -293,14 +295,20 @@ class SimEngine:
                 self.budget_used -= seq.reserved_tokens
                 if self._live.pop(id(seq.request), None) is not None:
                     self.counters.end(seq.request.status)
+                    self._ended(seq.request)
         return running
 
     def _end(self, request: Request, status: RequestStatus, error: str) -> None:
         timeline.fail(request, status, error, self.loop.now)
         if self._live.pop(id(request), None) is not None:
             self.counters.end(request.status)
+            self._ended(request)
         if request in self._waiting:
             self._waiting.remove(request)
+
+    def _ended(self, request: Request) -> None:
+        if self.on_finish is not None:
+            self.on_finish(request)
 
 
 @cache

@@ -36,7 +36,8 @@ def emit(request: Request, kinds: list[TokenKind], finish: FinishReason | None, 
     if finish is not None:
         request.finish_reason = finish
         _end(request, RequestStatus.OK, None, now)
-    _publish(request, TokenEvent(request.request_id, (PLACEHOLDER_TOKEN,) * len(kinds), now, finish is not None))
+    if request.on_event is not None:  # built only for a listener: a simulation emits millions of times
+        _publish(request, TokenEvent(request.request_id, (PLACEHOLDER_TOKEN,) * len(kinds), now, finish is not None))
 
 
 def fail(request: Request, status: RequestStatus, error: str, now: float) -> None:

@@ -77,14 +77,13 @@ class SimSetup:
         }
 
 
-def _request(item: TraceItem, index: int, params: SamplingParams, on_event: Callable) -> Request:
+def _request(item: TraceItem, index: int, params: SamplingParams) -> Request:
     seed = None if params.seed is None else params.seed + index
     return Request(
         request_id=item.request_id,
         prompt_token_ids=list(item.prompt_token_ids),
         params=replace(params, max_new_tokens=item.max_new_tokens, seed=seed),
         prompt=item.prompt,
-        on_event=on_event,
     )
 
 
@@ -138,11 +137,8 @@ def simulate(
     eng = make_sim_engine(engine, setup)
     clock = VirtualClock(eng.loop, pending=lambda: eng.unfinished > 0)
 
-    def on_event(event) -> None:
-        if event.finished:
-            clock.wake()
-
-    requests = [_request(item, i, setup.params, on_event) for i, item in enumerate(items)]
+    eng.on_finish = lambda request: clock.wake()
+    requests = [_request(item, i, setup.params) for i, item in enumerate(items)]
     sampler = _Sampler(eng, sample_s)
     key = RunKey(run_id, engine, policy.cap, policy.request_rate)
 
