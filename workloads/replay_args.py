@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     # so that --help names every command
     sub.add_parser("bench", help="the benchmark suite: is it faster, and do the lanes help? (bench --help)")
     sub.add_parser("report", help="one self-contained HTML report of run directories (report --help)")
+    sub.add_parser("simulate", help="project the engines onto a simulated device (simulate --help)")
+    sub.add_parser("validate-sim", help="the simulator against real runs on this machine (validate-sim --help)")
     p = sub.add_parser(
         "replay", help="replay one trace on every engine and load point", formatter_class=DefaultsHelpFormatter
     )
