@@ -44,16 +44,10 @@ class RemoteReplayLaunch(ReplayLaunch):
         watched: Callable[[], bool | None] = lambda: None,
     ) -> None:
         super().__init__(launch_id, spec, out_dir, _no_pair, threading.Lock(), MirroredLiveRun)
-        self._host = host
-        self._watched = watched  # True/False: some/no browser session shows the page; None: not known (no server)
-        self._stop_reason: str | None = None
-        self._final: LaunchStatus | None = None  # the engine process's last status of the launch
+        _remote(self, host, watched)
 
     def cancel(self) -> None:
-        first = not self._cancel.is_set()
-        super().cancel()
-        if first:
-            self._host.cancel(self.id)
+        _cancel(self, super().cancel)
 
     def _work(self) -> str | None:
         return _follow(self, self._host.submit(self.id, self.spec, self.out_dir))
@@ -100,16 +94,10 @@ class RemoteInspectLaunch(InspectLaunch):
     def __init__(self, launch_id: str, spec: InspectSpec, host: EngineHost,
                  watched: Callable[[], bool | None] = lambda: None) -> None:  # fmt: skip
         super().__init__(launch_id, spec, _no_pair)
-        self._host = host
-        self._watched = watched
-        self._stop_reason: str | None = None
-        self._final: LaunchStatus | None = None
+        _remote(self, host, watched)
 
     def cancel(self) -> None:
-        first = not self._cancel.is_set()
-        super().cancel()
-        if first:
-            self._host.cancel(self.id)
+        _cancel(self, super().cancel)
 
     def _work(self) -> str | None:
         return _follow(self, self._host.submit(self.id, self.spec, None))
@@ -128,6 +116,22 @@ class RemoteInspectLaunch(InspectLaunch):
 
 
 _Remote = RemoteReplayLaunch | RemoteInspectLaunch
+
+
+def _remote(launch: _Remote, host: EngineHost, watched: Callable[[], bool | None]) -> None:
+    """The fields every remote launch has beside its local kind's."""
+    launch._host = host
+    launch._watched = watched  # True/False: some/no browser session shows the page; None: not known (no server)
+    launch._stop_reason = None  # why the page's process stopped it (a closed tab, a Stop not taken), if it did
+    launch._final = None  # the engine process's last status of the launch
+
+
+def _cancel(launch: _Remote, cancel_here: Callable[[], None]) -> None:
+    """Cancel ``launch`` here and, the first time, in the engine process."""
+    first = not launch._cancel.is_set()
+    cancel_here()
+    if first:
+        launch._host.cancel(launch.id)
 
 
 def _status(launch: _Remote, status: LaunchStatus) -> None:
