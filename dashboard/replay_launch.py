@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,9 +78,26 @@ class _Sweep:
     ended: bool = False
 
 
+@dataclass(frozen=True)
+class SweepState:
+    """One sweep as ``ReplayLaunch.sweep_states`` reads it, under the launch's lock."""
+
+    plan: SweepPlan
+    live: LiveRun
+    results: tuple[RunResult, ...]
+    comparisons: dict[int, LoadPointComparison]
+    ended: bool
+
+
 class ReplayLaunch(Launch):
     def __init__(
-        self, launch_id: str, spec: ReplaySpec, out_dir: Path, load_pair: PairLoader, write_lock: threading.Lock
+        self,
+        launch_id: str,
+        spec: ReplaySpec,
+        out_dir: Path,
+        load_pair: PairLoader,
+        write_lock: threading.Lock,
+        live_factory: Callable[[], LiveRun] = LiveRun,
     ) -> None:
         self.kind = spec.kind
         super().__init__(launch_id, load_pair)
@@ -88,6 +106,7 @@ class ReplayLaunch(Launch):
         self._writer = RunWriter(out_dir, write_lock)
         self._sweeps: list[_Sweep] = []
         self._planned = spec.num_requests  # requests in the trace, once it is sampled
+        self._live_factory = live_factory  # the engine process's records what happens, for the page's process
 
     def _work(self) -> str | None:
         spec = self.spec
@@ -122,7 +141,8 @@ class ReplayLaunch(Launch):
             },
             **run_context(pair),
         }
-        sweeps = [_Sweep(plan, plan.run_order()) for plan in (spec.plan(e, p) for e, p in spec.job_groups())]
+        plans = [spec.plan(e, p) for e, p in spec.job_groups()]
+        sweeps = [_Sweep(plan, plan.run_order(), self._live_factory()) for plan in plans]
         with self._lock:
             self._sweeps, self._planned = sweeps, len(trace.items)
         rounds = f", {spec.rounds} rounds each" if spec.rounds > 1 else ""
@@ -157,6 +177,12 @@ class ReplayLaunch(Launch):
         finally:
             with self._lock:
                 sweep.ended = True
+
+    def sweep_states(self) -> tuple[int, list[SweepState]]:
+        """The requests planned and, per sweep, what it holds so far: what the engine process publishes."""
+        with self._lock:
+            return self._planned, [SweepState(s.plan, s.live, tuple(s.results), dict(s.comparisons), s.ended)
+                                   for s in self._sweeps]  # fmt: skip
 
     def view(self) -> ReplayView:
         with self._lock:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from engine.config import EngineConfig, SamplingParams
 from metrics.summary import SLO
 from workloads.drivers.arrivals import ArrivalPolicy
-from workloads.drivers.rounds import DEFAULT_ROUNDS
+from workloads.drivers.rounds import DEFAULT_ROUNDS, Precision
 from workloads.drivers.run_spec import RunSettings, RunSpec
 from workloads.drivers.sweep import SweepPlan
 from workloads.drivers.trace import DatasetSpec
@@ -34,6 +34,7 @@ class ReplaySpec:
     device: str = "auto"
     endpoints: tuple[EndpointSpec, ...] = ()  # OpenAI-compatible servers, run after the engines
     rounds: int = DEFAULT_ROUNDS  # each engine runs the trace once per round, in a balanced order
+    precision: Precision | None = None  # rounds added until the intervals are narrow enough; ``rounds`` the most
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -44,6 +45,9 @@ class ReplaySpec:
             raise ValueError("give at least one load point")
         if self.num_requests < 1:
             raise ValueError("the number of requests must be at least 1")
+        if self.precision is not None and self.rounds < self.precision.min_rounds:
+            raise ValueError(f"at most {self.rounds} rounds is fewer than the {self.precision.min_rounds} a "
+                             "precise comparison starts with")  # fmt: skip
 
     @property
     def settings(self) -> RunSettings:
@@ -51,7 +55,7 @@ class ReplaySpec:
         return RunSettings(self.config, self.params, self.slo)
 
     def plan(self, engines: tuple[str, ...], endpoints: tuple[EndpointSpec, ...] = ()) -> SweepPlan:
-        return SweepPlan(engines, self.policies, self.settings, endpoints, self.rounds)
+        return SweepPlan(engines, self.policies, self.settings, endpoints, self.rounds, self.precision)
 
     def job_groups(self) -> list[tuple[tuple[str, ...], tuple[EndpointSpec, ...]]]:
         """The (engines, endpoints) of each sweep: one sweep for all, or one each when simultaneous."""

@@ -42,11 +42,11 @@ def interval_text(ratio: RatioInterval | None) -> str:
     return NA if ratio is None else ratio.text()
 
 
-def progress_text(point: LoadPointComparison) -> str:
-    """``after 2 of 3 rounds`` / ``3 rounds``."""
+def progress_text(point: LoadPointComparison, precise: bool = False) -> str:
+    """``after 2 of 3 rounds`` (``of up to 12`` when rounds are added until precise) / ``3 rounds``."""
     if point.final:
         return f"{point.rounds_done} round{'s' if point.rounds_done != 1 else ''}"
-    return f"after {point.rounds_done} of {point.rounds_planned} rounds"
+    return f"after {point.rounds_done} of {'up to ' if precise else ''}{point.rounds_planned} rounds"
 
 
 def speedups(point: LoadPointComparison | None) -> dict[str, RatioInterval]:

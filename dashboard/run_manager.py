@@ -13,19 +13,24 @@ must outlive a rerun can live in a page: the process keeps a single
 * the write lock: runs are appended (``workloads.drivers.sweep.RunWriter``) and run
   directories deleted one at a time.
 
-Launches run on their own threads (``dashboard.launch``) and never call
-Streamlit; pages read their immutable views. ``stop()`` is idempotent.
+Every launch (Live run, Sweep, Inspect) runs in the engine process
+(``dashboard.engine_host``): the manager owns it, starts it on the first Start
+and ends it in ``close()``. Launches
+never call Streamlit; pages read their immutable views. ``stop()`` is idempotent.
 """
 
 from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from dashboard.inspect_launch import InspectLaunch, InspectSpec
+from dashboard.engine_host import EngineHost
+from dashboard.inspect_launch import InspectSpec
 from dashboard.launch import Launch
+from dashboard.remote_launch import RemoteInspectLaunch, RemoteReplayLaunch
 from dashboard.replay_launch import ReplayLaunch
 from dashboard.replay_spec import ReplaySpec
 from dashboard.tables import SeriesFrames
@@ -35,8 +40,10 @@ from metrics.schema import RUN_JSON
 
 
 class RunManager:
-    def __init__(self, runs_root: Path) -> None:
+    def __init__(self, runs_root: Path, host: str | None = None) -> None:
         self.runs_root = runs_root
+        self.engines = EngineHost(self.pair, host)  # the engine process (``PDV_ENGINE_HOST`` when ``host`` is None)
+        self._watchers: dict[str, Callable[[], bool]] = {}  # browser session id -> "is it still connected?"
         self._lock = threading.Lock()  # guards the launch fields and the pair locks
         self._write_lock = threading.Lock()  # one writer at a time in any run directory
         self._pairs: dict[tuple[str, str], ModelPair] = {}
@@ -74,10 +81,10 @@ class RunManager:
                 return self._active, False
             launch_id = self._new_id(spec.kind)
             if isinstance(spec, InspectSpec):
-                launch: Launch = InspectLaunch(launch_id, spec, self.pair)
+                launch: Launch = RemoteInspectLaunch(launch_id, spec, self.engines, self.watched)
             else:
                 out = self.inside_root(self.runs_root / launch_id)
-                launch = ReplayLaunch(launch_id, spec, out, self.pair, self._write_lock)
+                launch = RemoteReplayLaunch(launch_id, spec, out, self.engines, self.watched)
             self._active = launch
             self._latest[spec.kind] = launch
             launch.start()
@@ -91,6 +98,28 @@ class RunManager:
             return False
         launch.cancel()
         return True
+
+    def watch(self, session_id: str, connected: Callable[[], bool]) -> None:
+        """A browser session shows the dashboard; ``connected()`` says whether it still does."""
+        with self._lock:
+            self._watchers[session_id] = connected
+
+    def watched(self) -> bool | None:
+        """Whether any browser session still shows the dashboard; None when no session ever said (no server)."""
+        with self._lock:
+            watchers = list(self._watchers.items())
+        if not watchers:
+            return None
+        gone = [sid for sid, connected in watchers if not connected()]
+        with self._lock:
+            for sid in gone[:-1] if len(gone) == len(watchers) else gone:  # keep one, to remember "nobody"
+                self._watchers.pop(sid, None)
+        return len(gone) < len(watchers)
+
+    def close(self) -> None:
+        """Stop the active launch and end the engine process (the server is shutting down)."""
+        self.stop()
+        self.engines.close()
 
     def active(self) -> Launch | None:
         with self._lock:

@@ -17,7 +17,7 @@ from typing import Any
 from engine.config import ENGINES, ControllerConfig, EngineConfig
 from engine.models.presets import DEFAULT_PRESET, PRESETS
 from metrics.verdict import MIN_ROUNDS
-from workloads.drivers.rounds import DEFAULT_ROUNDS
+from workloads.drivers.default_run import DEFAULT_RUN
 from workloads.endpoint.spec import DEFAULT_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +25,9 @@ ENGINE_ORDER = ENGINES  # AR first: the reference every other engine is shown ag
 DASHBOARD_PRESETS = ("smol", "tiny")  # qwen-coder is not in the default install
 DATASETS = ("sharegpt", "synthetic", "upload")
 LOAD_MODES = ("closed", "open")
+
+
+PRECISE_BUDGET_S = DEFAULT_RUN.budget_s  # a precise comparison's rounds end within this
 
 
 def runs_dir() -> Path:
@@ -53,6 +56,7 @@ def _replay_defaults(prefix: str, rounds: int) -> dict[str, Any]:
         **{f"{prefix}.engine.{e}": True for e in ENGINE_ORDER},
         f"{prefix}.endpoint": False,  # an OpenAI-compatible server is opt-in: there is none until one is given
         f"{prefix}.rounds": rounds,
+        f"{prefix}.precise": prefix == "live" and DEFAULT_RUN.precise,  # a sweep's rounds are fixed by default
         f"{prefix}.endpoint_url": "",
         f"{prefix}.endpoint_model": "",
         f"{prefix}.endpoint_label": DEFAULT_LABEL,
@@ -84,11 +88,11 @@ def session_defaults() -> dict[str, Any]:
         # 5 rounds x 4 engines of 2 requests (one batch at concurrency 2) with 16 new tokens: intervals that
         # hold other runs' medians, from Start to the verdict in the time docs/results.md ("The verdict")
         # gives on a warm 2-core CPU; the page's own redrawing makes each run about 1.5x slower than replay's
-        **_replay_defaults("live", DEFAULT_ROUNDS),
-        "live.num_requests": 2,
-        "live.concurrency": 2,
+        **_replay_defaults("live", DEFAULT_RUN.rounds),
+        "live.num_requests": DEFAULT_RUN.num_requests,
+        "live.concurrency": DEFAULT_RUN.concurrency,
         "live.request_rate": 2.0,
-        "live.max_new_tokens": 16,
+        "live.max_new_tokens": DEFAULT_RUN.max_new_tokens,
         "live.simultaneous": False,  # one engine at a time: each is measured alone on the device
         # three load points x four engines of 6 short requests: 170 s from Start to the end on the default
         # preset and a 2-core CPU for one round, measured with the dashboard open in a local browser; each

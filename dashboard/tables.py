@@ -63,16 +63,6 @@ def runs_timeseries(runs: Sequence[RunSnapshot], frames: SeriesFrames | None = N
     return pd.concat(parts, ignore_index=True)
 
 
-def runs_requests(runs: Sequence[RunSnapshot]) -> pd.DataFrame:
-    """One row per finished request of ``runs``: ``engine``, ``load`` and ``REQUEST_FIELDS``."""
-    rows = [
-        {"engine": run.engine, "load": run.load, **{name: getattr(m, name) for name in REQUEST_FIELDS}}
-        for run in runs
-        for m in run.requests
-    ]
-    return pd.DataFrame(rows, columns=["engine", "load", *REQUEST_FIELDS])
-
-
 def results_frames(results: Sequence[RunResult]) -> RunFrames:
     """Frames of finished runs, identical to loading their run directory."""
     return live_frames([r.record() for r in results])

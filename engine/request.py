@@ -117,6 +117,19 @@ class Request:
         if any(not isinstance(t, int) or t < 0 for t in self.prompt_token_ids):
             raise ValueError(f"request {self.request_id}: prompt token ids must be non-negative ints")
 
+    # -- pickling: a request crosses from the engine process to the page's process ---------------
+    def __getstate__(self) -> dict:
+        """Everything but the listener, the done event and the end lock, which belong to the process it ran in."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("on_event", "done", "_end_lock")}
+        state["done"] = self.done.is_set()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        was_done = state.pop("done")
+        self.__dict__.update(state, on_event=None, done=threading.Event(), _end_lock=threading.RLock())
+        if was_done:
+            self.done.set()
+
     # -- derived counters (never stored twice) ---------------------------------
     @property
     def drafted(self) -> int:

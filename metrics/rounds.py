@@ -120,12 +120,19 @@ class RatioInterval:
     def overlaps(self, other: RatioInterval) -> bool:
         return not (self.clears_above(other) or other.clears_above(self))
 
-    def text(self, of: str = "") -> str:
-        """``1.23× AR (1.10–1.31)`` with ``of="AR"``; a single round has no interval: ``1.23× (1 round)``."""
-        head = f"{self.median:.2f}×" + (f" {of}" if of else "")
+    def text(self, of: str = "", digits: int = 2) -> str:
+        """``1.23× AR (1.10–1.31)`` with ``of="AR"``; a single round has no interval: ``1.23× (1 round)``.
+
+        The one text of a ratio with its interval: verdicts, the bench's goals, notes, tables and printout.
+        """
+        head = f"{self.median:.{digits}f}×" + (f" {of}" if of else "")
         if self.rounds == 1:
             return f"{head} (1 round)"
-        return f"{head} ({self.lo:.2f}–{self.hi:.2f})"
+        return f"{head} ({self.bounds(digits)})"
+
+    def bounds(self, digits: int = 2) -> str:
+        """The interval alone: ``1.10–1.31``."""
+        return f"{self.lo:.{digits}f}–{self.hi:.{digits}f}"
 
 
 class IntervalKind(enum.Enum):

@@ -47,16 +47,18 @@ SUMMARY_FIGURES = (
     "output_tok_s", "req_s", "ttft_p50_ms", "ttft_p95_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p95_ms",
     "tpot_p99_ms", "itl_p99_ms", "e2e_p50_ms", "e2e_p95_ms", "e2e_p99_ms", "acceptance_rate",
     "mean_acceptance_length", "goodput_req_s",
-)  # fmt: skip  # the fields of metrics.summary.RunSummary
+)  # fmt: skip  # the fields of metrics.summary.RunSummary (its last, ``simulated``, is SIMULATED)
 # ratio name -> the figure it divides by AR's of the same round; tokens/s above 1 is faster, latencies below 1 are
 RATIO_FIGURES = {
     "tok_s": "output_tok_s", "tpot_p50": "tpot_p50_ms", "tpot_p99": "tpot_p99_ms", "ttft_p50": "ttft_p50_ms",
 }  # fmt: skip
 RATIO_COLUMNS = tuple(f"{name}_x_ar{end}" for name in RATIO_FIGURES for end in ("", "_lo", "_hi"))
-SUMMARY_COLUMNS = (*SUMMARY_FIGURES, *RATIO_COLUMNS, "rounds")
+# a simulated run's cost model (``sim``), so every row that holds a simulated figure says so; empty: measured
+SIMULATED = "simulated"
+SUMMARY_COLUMNS = (*SUMMARY_FIGURES, *RATIO_COLUMNS, "rounds", SIMULATED)
 
 NOISE_COLUMNS = ("others_cpu_share", "steal_share", "load_1m")  # metrics.host_noise.HostNoise over the round
-ROUND_COLUMNS = (*SUMMARY_FIGURES[:4], "round", *SUMMARY_FIGURES[4:], *NOISE_COLUMNS)
+ROUND_COLUMNS = (*SUMMARY_FIGURES[:4], "round", *SUMMARY_FIGURES[4:], *NOISE_COLUMNS, SIMULATED)
 
 OUTPUT_FIELDS = (
     "run_id", "engine", "request_id", "prompt", "prompt_token_ids", "output_token_ids", "text", "round",
@@ -67,9 +69,10 @@ OUTPUT_FIELDS = (
 ADDED_COLUMNS = {
     "requests": ("round",),
     "timeseries": ("waiting", "kv_cache_usage", "mean_acceptance_length", "round", "suffix_tree_tokens"),
-    "summary": (*RATIO_COLUMNS, "rounds"),
+    "summary": (*RATIO_COLUMNS, "rounds", SIMULATED),
+    "rounds": (SIMULATED,),
 }
 TIMESERIES_ADDED = ADDED_COLUMNS["timeseries"]
 
 # Columns read back as text whatever they look like (a ShareGPT id can look like a number).
-TEXT_COLUMNS = ("run_id", "engine", "request_id", "status", "error")
+TEXT_COLUMNS = ("run_id", "engine", "request_id", "status", "error", SIMULATED)

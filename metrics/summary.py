@@ -97,6 +97,8 @@ class RunSummary:
     acceptance_rate: float | None
     mean_acceptance_length: float | None
     goodput_req_s: float | None
+    # a simulated run: its cost model (``sim``); None for a measured run. Not a figure: the last column
+    simulated: str | None = None
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ AR's figure of that round, so a slow AR round widens every other engine's
 interval. Against AR, each other engine is
 
 * **faster** – its whole interval is above 1 (AR over itself is exactly 1 in every round);
-* **within noise** – its interval contains 1: the rounds do not tell it from AR;
+* **the same** – its whole interval lies within ±``SAME_MARGIN`` of 1 (an equivalence
+  statement: a repeat run would not tell it from AR by more than the margin);
+* **within noise** – its interval contains 1 but reaches past the margin: the rounds do not
+  tell it from AR, nor show that it is the same;
 * **slower** – its whole interval is below 1.
 
 The *fastest* engine is named only when its interval clears every other's
@@ -28,20 +31,25 @@ from dataclasses import dataclass
 from metrics.rounds import REFERENCE_INTERVAL, RatioInterval
 
 MIN_ROUNDS = 3  # the min–max of 3 rounds holds the median with probability 0.75; of 2, only 0.5
+# ±10 %: the width the default Live run is sized to reach on a quiet machine; a narrower interval is "the same"
+SAME_MARGIN = 0.10
 
 
 class Standing(enum.StrEnum):
     FASTER = "faster"
+    SAME = "the same"
     WITHIN_NOISE = "within noise"
     SLOWER = "slower"
 
 
-def standing(ratio: RatioInterval) -> Standing:
-    """Where an engine's tok/s × AR interval stands against AR's exact 1."""
+def standing(ratio: RatioInterval, margin: float = SAME_MARGIN) -> Standing:
+    """Where an engine's tok/s × AR interval stands against AR's exact 1 (``margin``: of "the same")."""
     if ratio.lo > 1.0:
         return Standing.FASTER
     if ratio.hi < 1.0:
         return Standing.SLOWER
+    if ratio.rounds > 1 and ratio.lo >= 1.0 - margin and ratio.hi <= 1.0 + margin:
+        return Standing.SAME
     return Standing.WITHIN_NOISE
 
 
@@ -64,6 +72,9 @@ class Verdict:
                 continue
             if where == Standing.WITHIN_NOISE:
                 parts.append(f"{label(name)} within noise of {ref}: {ratio.text(ref)}")
+            elif where == Standing.SAME:
+                margin = f"±{round(SAME_MARGIN * 100)} %"
+                parts.append(f"{label(name)} the same as {ref} within {margin}: {ratio.text(ref)}")
             else:
                 parts.append(f"{label(name)} {where} than {ref}: {ratio.text(ref)}")
         if self.fastest == self.reference:

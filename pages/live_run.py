@@ -1,12 +1,17 @@
 """Live run: the chosen engines replay one trace; every chart fills while they run.
 
 Settings are in the sidebar (``widgets.forms``). Start hands a ``ReplaySpec`` to
-the run manager; each card below is a fragment that redraws from the manager's
-view every second while the launch is active. Engines, and an endpoint after
+the run manager, which runs it in the engine process. Every card below the
+buttons is drawn by one fragment, the page's one refresh loop, every
+``controls.REFRESH_S`` while the launch is active; a figure is built again only
+when its data changed (``widgets.figure_memo``), and nothing drawn here runs in
+the engines' process. Engines, and an endpoint after
 them, sit side by side in columns, in the same colour on every chart.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
@@ -18,6 +23,7 @@ from metrics.rounds import RatioInterval
 from presentation import figures
 from presentation.palette import engine_color, engine_label
 from widgets import controls
+from widgets.figure_memo import session_memo
 from widgets.forms import replay_form
 from widgets.manager import run_manager
 from widgets.verdict import verdict_card
@@ -59,9 +65,14 @@ else:
     )
 shown = current_view()
 every = controls.remember_rendered("live", shown)
+memo = session_memo("live")
+ENGINES_IN_PAGE = (
+    "The engines run in this page's own process (PDV_ENGINE_HOST=thread): their figures include the "
+    "page's redraws. Unset PDV_ENGINE_HOST to run them in an engine process of their own."
+)
 
 
-def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: RatioInterval | None, rounds: int) -> None:
+def engine_panel(run: RunSnapshot, speedup: RatioInterval | None, rounds: int) -> None:
     color = engine_color(run.engine)
     label = engine_label(run.engine)
     st.markdown(f"<h4 style='margin:0;color:{color}'>● {label}</h4>", unsafe_allow_html=True)
@@ -91,19 +102,19 @@ def engine_panel(run: RunSnapshot, ts: pd.DataFrame, speedup: RatioInterval | No
     if tree is not None:
         st.caption(tree, help="What the engine's global suffix tree holds: the outputs of requests it completed, "
                    "up to the engine's suffix_tree_tokens bound, the oldest evicted first.")
-    st.plotly_chart(figures.queue_depths(ts, run.engine), key=f"live.chart.queue.{run.engine}")
 
 
-@st.fragment(run_every=every)
-def verdict() -> None:
-    verdict_card(current_view())
+def versions(view: ReplayView) -> tuple[tuple, tuple]:
+    """What the live figures are drawn from, as two small values: time series rows and finished requests.
+
+    A figure whose data did not change between two redraws is not built again (``widgets.figure_memo``).
+    """
+    rows = (view.launch_id, tuple((r.engine, r.state, len(r.timeseries)) for r in view.runs))
+    finished = (view.launch_id, len(view.rounds), tuple((r.engine, r.state, r.finished) for r in view.runs))
+    return rows, finished
 
 
-@st.fragment(run_every=every)
-def summary_card() -> None:
-    view = current_view()
-    if view is None or not view.runs:
-        return
+def summary_card(view: ReplayView) -> None:
     st.subheader("Summary")
     engines = [r.engine for r in view.runs]
     point = view.comparisons[0] if view.comparisons else None
@@ -123,12 +134,7 @@ def summary_card() -> None:
     st.caption(note)
 
 
-@st.fragment(run_every=every)
-def engine_panels() -> None:
-    view = current_view()
-    if view is None:
-        return
-    ts = tables.runs_timeseries(view.runs, manager.series_frames)
+def engine_panels(view: ReplayView, ts: Callable[[], pd.DataFrame], rows_version: tuple) -> None:
     speedups = rounds_view.speedups(view.comparisons[0] if view.comparisons else None)
     # at most three panels side by side (four as two rows of two): narrower, their figures get cut on a laptop
     per_row = 2 if len(view.runs) == 4 else min(len(view.runs), 3)
@@ -136,60 +142,72 @@ def engine_panels() -> None:
         row = view.runs[start : start + per_row]
         for column, run in zip(st.columns(per_row, border=True), row, strict=False):
             with column:
-                engine_panel(run, ts, speedups.get(run.engine), view.spec.rounds)
+                engine_panel(run, speedups.get(run.engine), view.spec.rounds)
+                engine = run.engine
+                queue = memo.get(f"queue.{engine}", rows_version, lambda e=engine: figures.queue_depths(ts(), e))
+                st.plotly_chart(queue, key=f"live.chart.queue.{engine}")
 
 
-@st.fragment(run_every=every)
-def timeline_card() -> None:
-    view = current_view()
-    if view is None:
-        return
-    ts = tables.runs_timeseries(view.runs, manager.series_frames)
+def charts(view: ReplayView, ts: Callable[[], pd.DataFrame], rows_version: tuple, finished_version: tuple) -> None:
     left, right = st.columns(2)
-    left.plotly_chart(figures.throughput_over_time(ts), key="live.chart.throughput")
-    right.plotly_chart(figures.device_utilisation(ts), key="live.chart.device")
-
-
-@st.fragment(run_every=every)
-def latency_card() -> None:
-    view = current_view()
-    if view is None:
-        return
+    left.plotly_chart(memo.get("throughput", rows_version, lambda: figures.throughput_over_time(ts())),
+                      key="live.chart.throughput")  # fmt: skip
+    right.plotly_chart(memo.get("device", rows_version, lambda: figures.device_utilisation(ts())),
+                       key="live.chart.device")  # fmt: skip
     # a few requests per engine: each one a point beside its engine's box, every round's requests pooled
-    requests = rounds_view.pooled_requests(view.rounds, view.runs)
+    requests = memo.get("requests", finished_version, lambda: rounds_view.pooled_requests(view.rounds, view.runs))
     left, right = st.columns(2)
-    left.plotly_chart(figures.latency_points(requests, "ttft_ms", "TTFT (time to first token)"), key="live.chart.ttft")
+    left.plotly_chart(
+        memo.get("ttft", finished_version,
+                 lambda: figures.latency_points(requests, "ttft_ms", "TTFT (time to first token)")),
+        key="live.chart.ttft",
+    )  # fmt: skip
     right.plotly_chart(
-        figures.latency_points(requests, "tpot_ms", "TPOT (time per output token)"), key="live.chart.tpot"
-    )
-
-
-@st.fragment(run_every=every)
-def speculation_card() -> None:
-    view = current_view()
-    if view is None:
-        return
-    ts = tables.runs_timeseries(view.runs, manager.series_frames)
+        memo.get("tpot", finished_version,
+                 lambda: figures.latency_points(requests, "tpot_ms", "TPOT (time per output token)")),
+        key="live.chart.tpot",
+    )  # fmt: skip
     left, right = st.columns(2)
-    left.plotly_chart(figures.draft_length_over_time(ts), key="live.chart.draft_len")
-    requests = rounds_view.pooled_requests(view.rounds, view.runs)
-    right.plotly_chart(figures.acceptance_so_far(requests), key="live.chart.acceptance")
+    left.plotly_chart(memo.get("draft_len", rows_version, lambda: figures.draft_length_over_time(ts())),
+                      key="live.chart.draft_len")  # fmt: skip
+    right.plotly_chart(memo.get("acceptance", finished_version, lambda: figures.acceptance_so_far(requests)),
+                       key="live.chart.acceptance")  # fmt: skip
     if view.results:  # acceptance by draft position is counted when a run ends
         left, _ = st.columns(2)
-        positions = tables.results_positions(view.results)
-        left.plotly_chart(figures.acceptance_by_position(positions, group="engine"), key="live.chart.positions")
+        positions = memo.get(
+            "positions", finished_version,
+            lambda: figures.acceptance_by_position(tables.results_positions(view.results), group="engine"),
+        )  # fmt: skip
+        left.plotly_chart(positions, key="live.chart.positions")
 
 
-controls.status_card(
-    "live",
-    current_view,
-    "Choose engines and settings in the sidebar, then press **Start**.",
-    describe_end,
-    describe_running,
-)
-verdict()
-summary_card()
-engine_panels()
-timeline_card()
-latency_card()
-speculation_card()
+@st.fragment(run_every=every)
+def live_cards() -> None:
+    """The page's one refresh loop: every card below the buttons, redrawn together every ``REFRESH_S``."""
+    view = current_view()
+    if not controls.status_body(
+        "live", view, "Choose engines and settings in the sidebar, then press **Start**.", describe_end,
+        describe_running,
+    ):  # fmt: skip
+        return
+    if view is None:
+        return
+    if manager.engines.in_page_process:
+        st.warning(ENGINES_IN_PAGE, icon=":material/warning:")
+    verdict_card(view)
+    if not view.runs:
+        return
+    rows_version, finished_version = versions(view)
+    frame: list[pd.DataFrame] = []
+
+    def ts() -> pd.DataFrame:  # built once per redraw, and only if a figure needs it
+        if not frame:
+            frame.append(tables.runs_timeseries(view.runs, manager.series_frames))
+        return frame[0]
+
+    summary_card(view)
+    engine_panels(view, ts, rows_version)
+    charts(view, ts, rows_version, finished_version)
+
+
+live_cards()

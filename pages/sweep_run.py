@@ -16,6 +16,7 @@ from metrics.frames import with_mean_draft_length
 from presentation import figures
 from presentation.palette import engine_label
 from widgets import controls
+from widgets.figure_memo import session_memo
 from widgets.forms import replay_form
 from widgets.manager import run_manager
 from widgets.verdict import verdict_card
@@ -42,18 +43,10 @@ st.caption(
 )
 shown = current_view()
 every = controls.remember_rendered("sweep", shown)
+memo = session_memo("sweep")
 
 
-@st.fragment(run_every=every)
-def verdict() -> None:
-    verdict_card(current_view())
-
-
-@st.fragment(run_every=every)
-def progress_card() -> None:
-    view = current_view()
-    if view is None or not view.runs:
-        return
+def progress_card(view: ReplayView) -> None:
     total = sum(r.total for r in view.runs)
     finished = sum(r.finished for r in view.runs)
     current = next((r for r in view.runs if r.state.underway), None)
@@ -84,11 +77,7 @@ def progress_card() -> None:
             st.error(f"{engine_label(r.engine)} at {r.load} crashed: {r.result.engine_error}")
 
 
-@st.fragment(run_every=every)
-def charts_card() -> None:
-    view = current_view()
-    if view is None:
-        return
+def charts_card(view: ReplayView) -> None:
     # a run that stopped early (Stop, timeout, engine error) measured only part of its trace:
     # it stays in the table, marked, but not on the charts, where it would read as a full load point
     short = {r.run_id: r.stop_reason for r in view.rounds if r.stop_reason is not None}
@@ -102,7 +91,10 @@ def charts_card() -> None:
     closed = summary["request_rate"].isna().all()
     x = "concurrency" if closed else "request_rate"
     # the question the sweep answers first: does speculation beat AR, and up to which load?
-    st.plotly_chart(figures.speedup_vs_load(summary, x), key="sweep.chart.speedup")
+    # the figures change only when a round ends (or a comparison is updated): built again only then
+    version = (view.launch_id, len(view.rounds), tuple((c.rounds_done, c.final) for c in view.comparisons))
+    st.plotly_chart(memo.get("speedup", version, lambda: figures.speedup_vs_load(summary, x)),
+                    key="sweep.chart.speedup")  # fmt: skip
     charts = (
         ({"output_tok_s": ""}, "Throughput", "output tokens / s"),
         ({"ttft_p95_ms": "p95", "ttft_p99_ms": "p99"}, "TTFT p95 / p99", "ms"),
@@ -118,7 +110,11 @@ def charts_card() -> None:
     columns = st.columns(2)
     for i, (metrics, title, y_title) in enumerate(charts):
         with columns[i % 2]:
-            st.plotly_chart(figures.metric_vs_load(summary, metrics, x, title, y_title), key=f"sweep.chart.{i}")
+            def build(m=metrics, t=title, y=y_title):  # noqa: ANN202  # bound now, built only if the rounds moved
+                return figures.metric_vs_load(summary, m, x, t, y)
+
+            figure = memo.get(f"chart.{i}", version, build)
+            st.plotly_chart(figure, key=f"sweep.chart.{i}")
     if short:
         st.caption(
             f"Not on the charts: {len(short)} run(s) that stopped before their trace ended "
@@ -142,9 +138,17 @@ def charts_card() -> None:
         )
 
 
-controls.status_card(
-    "sweep", current_view, "Choose engines and load levels in the sidebar, then press **Start**.", describe_end
-)
-verdict()
-progress_card()
-charts_card()
+@st.fragment(run_every=every)
+def sweep_cards() -> None:
+    """The page's one refresh loop: status, verdicts, progress and charts, redrawn together."""
+    view = current_view()
+    idle = "Choose engines and load levels in the sidebar, then press **Start**."
+    if not controls.status_body("sweep", view, idle, describe_end) or view is None:
+        return
+    verdict_card(view)
+    if view.runs:
+        progress_card(view)
+    charts_card(view)
+
+
+sweep_cards()

@@ -18,7 +18,7 @@ from dashboard.replay_spec import ReplaySpec
 from dashboard.run_manager import RunManager
 from workloads.drivers.run_state import RunState
 
-REFRESH_S = 1.0
+REFRESH_S = 2.0  # a live page's redraw period: charts move every 2 s, and redraws stay a small share of the CPU
 
 
 def start_stop(manager: RunManager, kind: str, spec: ReplaySpec | InspectSpec | None, problem: str | None) -> None:
@@ -58,20 +58,31 @@ def status_card(
     describe_end: Callable[[Any], str],
     describe_running: Callable[[Any], str] | None = None,
 ) -> None:
-    """Draw the status card of ``kind``'s latest launch (as a fragment refreshed every second)."""
+    """Draw the status card of ``kind``'s latest launch (as a fragment refreshed every ``REFRESH_S``)."""
 
     @st.fragment(run_every=REFRESH_S)
     def card() -> None:
-        view = current_view()
-        if view_key(view) != st.session_state.get(f"{kind}.rendered"):
-            st.rerun()  # a launch started or ended: redraw the whole page once
-        if view is None:
-            st.info(idle_hint)
-            return
-        running = describe_running(view) if describe_running and view.status.state == RunState.RUNNING else None
-        show_status(view.status, describe_end(view), running)
+        status_body(kind, current_view(), idle_hint, describe_end, describe_running)
 
     card()
+
+
+def status_body(
+    kind: str,
+    view: Any,
+    idle_hint: str,
+    describe_end: Callable[[Any], str],
+    describe_running: Callable[[Any], str] | None = None,
+) -> bool:
+    """The status card's content, inside a page's own refresh loop; False when there is nothing more to draw."""
+    if view_key(view) != st.session_state.get(f"{kind}.rendered"):
+        st.rerun()  # a launch started or ended: redraw the whole page once
+    if view is None:
+        st.info(idle_hint)
+        return False
+    running = describe_running(view) if describe_running and view.status.state == RunState.RUNNING else None
+    show_status(view.status, describe_end(view), running)
+    return True
 
 
 def show_status(status: LaunchStatus, ended: str, running: str | None = None) -> None:

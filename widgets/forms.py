@@ -21,9 +21,11 @@ from dashboard.uploads import UPLOAD_TYPES, UploadCheck, save_and_check
 from engine.config import CONTROLLERS, DRAFTERS, ControllerConfig, EngineConfig, SamplingParams
 from metrics.summary import SLO
 from presentation.palette import ENGINE_LABELS
+from widgets.rounds_inputs import rounds_inputs
 from workloads.datasets.sharegpt_file import BUNDLED
 from workloads.datasets.synthetic import LengthSpec
 from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
+from workloads.drivers.default_run import DEFAULT_RUN
 from workloads.drivers.sweep import setting_limits
 from workloads.drivers.trace import SYNTHETIC, DatasetSpec
 from workloads.endpoint.spec import ENDPOINT_TYPES, EndpointSpec
@@ -272,17 +274,7 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
         left, right = st.columns(2)
         num = left.number_input("Requests", 1, 10_000, key=f"{prefix}.num_requests", persist_state=KEEP)
         max_new = right.number_input("Max new tokens", 1, 2048, key=f"{prefix}.max_new_tokens", persist_state=KEEP)
-        rounds = st.number_input(
-            "Rounds",
-            1,
-            50,
-            key=f"{prefix}.rounds",
-            persist_state=KEEP,
-            help="Each engine replays the requests once per round, in an order that rotates each round. × AR is "
-            "each round's ratio to AR of the same round, shown as the median with "
-            "the interval a repeat run's median falls in; a verdict "
-            "needs at least 3 rounds.",
-        )
+        rounds, precise = rounds_inputs(prefix)
         st.divider()
         policies = _attempt(problems, _policies, prefix, sweep)
         st.divider()
@@ -317,6 +309,8 @@ def replay_form(prefix: str, sweep: bool = False) -> tuple[ReplaySpec | None, st
             simultaneous=simultaneous,
             endpoints=(endpoint,) if endpoint is not None else (),
             rounds=int(rounds),
+            # fewer rounds than a precise comparison starts with: exactly those rounds
+            precision=DEFAULT_RUN.precision(int(rounds)) if precise else None,
         )
     except ValueError as exc:
         return None, str(exc)

@@ -20,7 +20,9 @@ def verdict_card(view: ReplayView | None) -> None:
         st.info(SIMULTANEOUS_NOTE, icon=":material/group_work:")
         return
     for point in view.comparisons:
-        text = f"**{point.load}, {progress_text(point)}.** {point.verdict_line()}"
+        text = f"**{point.load}, {progress_text(point, view.spec.precision is not None)}.** {point.verdict_line()}"
+        if point.ended_by:
+            text += f" Rounds ended: {point.ended_by}."
         if point.comparison.verdict.fastest is not None:
             st.success(text, icon=":material/emoji_events:")
         else:

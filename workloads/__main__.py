@@ -5,6 +5,8 @@ Example::
     python -m workloads replay --engines ar,baseline,pd,pdv --concurrency 1,4,16 \\
         --num-requests 100 --dataset sharegpt --preset smol --seed 0 --out runs/smol-c
 
+``python -m workloads simulate`` projects the engines onto a simulated device and ``validate-sim`` checks the
+simulator against real runs here (``workloads.simulate_cli``).
 ``python -m workloads bench`` runs the benchmarks, every one a part of it (``workloads.bench``);
 ``python -m workloads report RUN_DIR... --out report.html`` writes a
 self-contained HTML report of run directories (``workloads.report.html``).
@@ -193,6 +195,8 @@ def replay_command(args: argparse.Namespace) -> int:
     print(format_table(rows, parts) if rows else format_table([ComparisonRow(r.summary, {}, 1) for r in results]))
     for point in points:
         print(f"{point.load}: {point.verdict_line()}")
+        if point.ended_by:
+            print(f"{point.load}: rounds ended: {point.ended_by}")
         if point.comparison.noise_warning:
             print(f"warning: {point.comparison.noise_warning}", file=sys.stderr)
     for line in endpoint_lines(results):
@@ -240,6 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from workloads.report.html import main as report_main
 
         return report_main(argv[1:])
+    if argv[:1] in (["simulate"], ["validate-sim"]):  # projections on a simulated device, and their check here
+        from workloads.simulate_cli import main as simulate_main
+
+        return simulate_main(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -29,7 +29,7 @@ from metrics.timeseries import DEFAULT_HZ
 from workloads.datasets.sharegpt_file import BUNDLED
 from workloads.datasets.synthetic import LengthSpec
 from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop, OpenLoop
-from workloads.drivers.rounds import DEFAULT_ROUNDS
+from workloads.drivers.rounds import DEFAULT_ROUNDS, Precision
 from workloads.drivers.trace import MT_BENCH, SYNTHETIC, DatasetSpec
 from workloads.endpoint.spec import DEFAULT_LABEL, ENDPOINT_TYPES, PROMPT_FORMS, EndpointSpec
 
@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     # so that --help names every command
     sub.add_parser("bench", help="the benchmark suite: is it faster, and do the lanes help? (bench --help)")
     sub.add_parser("report", help="one self-contained HTML report of run directories (report --help)")
+    sub.add_parser("simulate", help="project the engines onto a simulated device (simulate --help)")
+    sub.add_parser("validate-sim", help="the simulator against real runs on this machine (validate-sim --help)")
     p = sub.add_parser(
         "replay", help="replay one trace on every engine and load point", formatter_class=DefaultsHelpFormatter
     )
@@ -150,6 +152,16 @@ def build_parser() -> argparse.ArgumentParser:
         "over rounds with the interval a repeat run's median falls in, and a verdict needs 3",
     )
     run.add_argument(
+        "--until-precise",
+        type=float,
+        metavar="HALF_WIDTH",
+        help="add rounds past 5 (up to --rounds) until every engine's tok/s × AR interval is within ± this share "
+        "of its median, e.g. 0.1 (the Live run's default)",
+    )
+    run.add_argument(
+        "--round-budget-s", type=float, help="with --until-precise: no round that would end after this many seconds"
+    )
+    run.add_argument(
         "--warmup", type=int, default=1, help="unmeasured warm-up requests per run, at least (sent at its concurrency)"
     )
     run.add_argument("--timeout-s", type=float, help="cancel a run still going after this many seconds")
@@ -203,7 +215,10 @@ def plan_from_args(args: argparse.Namespace):
         )
         dataset.check()
         settings = RunSettings(config, params, slo if slo.any else None, args.sample_hz, args.warmup, args.timeout_s)
-        plan = SweepPlan(engines, policies, settings, endpoints, args.rounds)
+        if args.round_budget_s is not None and args.until_precise is None:
+            raise ValueError("--round-budget-s needs --until-precise")
+        precision = None if args.until_precise is None else Precision(args.until_precise, budget_s=args.round_budget_s)
+        plan = SweepPlan(engines, policies, settings, endpoints, args.rounds, precision)
         out = Path(args.out) if args.out else Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
         check_appendable(out)
     except (ValueError, FileNotFoundError) as exc:

@@ -22,11 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,23 +30,13 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support import ROOT as ROOT_DIR
+from workloads.bench.page_vs_cli import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, dashboard_server
 
 ROOT = ROOT_DIR
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREENSHOT = os.environ.get("PDV_SCREENSHOT") == "1"
 PRESET = os.environ.get("PDV_SCREENSHOT_PRESET", "smol") if SCREENSHOT else "tiny"
 RUN_TIMEOUT_S = 900 if PRESET != "tiny" else 180
 ENGINE_LABELS = ("AR", "Baseline", "PD", "PDV")
-VIEWPORT = {"width": 1280, "height": 800}  # a laptop: the narrowest screen the dashboard is laid out for
 SCROLLED = "section, div"  # wherever Streamlit's scrolling container is, its content height is the largest
 # every metric tile's value and label, and every cell of the summary table, with whatever they hold
 # that is cut off: an element whose content is wider than its box
@@ -80,50 +65,14 @@ WARNING_LINE = re.compile(r"\b(WARNING|ERROR)\b|\w+Warning:")
 pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=f"Debian's Chromium is not installed at {CHROMIUM}")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, server: subprocess.Popen, log: Path, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError(f"streamlit exited with {server.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"streamlit did not answer within {timeout}s:\n{log.read_text()[-3000:]}")
-
-
 @contextmanager
 def dashboard(tmp_path: Path) -> Iterator[str]:
     """``streamlit run app.py`` on a free port with a runs directory under ``tmp_path``; yields its URL.
 
     The server's terminal output goes to ``tmp_path / "streamlit.log"``.
     """
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tmp_path / "streamlit.log"
-    env = {**os.environ, "PDV_RUNS_DIR": str(tmp_path / "runs"), "PDV_DEFAULT_PRESET": PRESET}
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
-    command += ["--server.port", str(port), "--server.address", "127.0.0.1"]
-    with open(log, "w") as log_file:
-        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT)
-    try:
-        wait_healthy(url, server, log)
+    with dashboard_server(tmp_path / "runs", PRESET, tmp_path / "streamlit.log") as url:
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 300)

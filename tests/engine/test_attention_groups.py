@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.attention import attention_groups, padded_cost
+from tests.support.operators import OperatorCounter
 from tests.support.packed import forward_tokens, packed_and_alone
-from workloads.bench.forward_cost import OperatorCounter
 
 
 def test_rows_of_similar_length_stay_in_one_group():

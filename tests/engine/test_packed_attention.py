@@ -8,8 +8,8 @@ import torch
 from engine.attention import ATTN_IMPLEMENTATION
 from engine.kv import BLOCK_TOKENS, FIRST_POOL_BLOCKS, KVStore
 from engine.runner import ModelRunner
+from tests.support.operators import OperatorCounter
 from tests.support.packed import forward_tokens, packed_and_alone
-from workloads.bench.forward_cost import OperatorCounter
 
 
 def test_a_packed_forward_of_rows_with_different_pasts_equals_each_row_alone(tiny_pair):

@@ -69,3 +69,18 @@ def test_no_verdict_without_ar_or_before_every_engine_has_a_ratio():
         "No verdict yet: the comparison has no AR run to compare with."
     )
     assert verdict({"ar": AR, "pdv": None}).line() == "No verdict yet: no ratio yet for pdv."
+
+
+def test_an_interval_inside_the_margin_says_the_same_and_one_past_it_within_noise():
+    v = verdict({"ar": AR, "baseline": RatioInterval(1.02, 0.95, 1.09, 5), "pd": RatioInterval(1.02, 0.95, 1.11, 5)})
+    assert v.fastest is None
+    assert [(n, s) for n, s, _ in v.standings] == [("baseline", Standing.SAME), ("pd", Standing.WITHIN_NOISE)]
+    assert v.line(names) == (
+        "No engine is clearly fastest over 5 rounds; Baseline the same as AR within ±10 %: 1.02× AR (0.95–1.09); "
+        "PD within noise of AR: 1.02× AR (0.95–1.11)."
+    )
+
+
+def test_a_single_round_is_never_called_the_same():
+    v = verdict({"ar": AR, "baseline": RatioInterval(1.0, 1.0, 1.0, 1)}, min_rounds=1)
+    assert v.standings[0][1] == Standing.WITHIN_NOISE

@@ -1,7 +1,9 @@
 """Recognising the threads the product starts in the background, by name.
 
 Engine lanes are ``<engine>-<lane>`` (``engine.schedulers.lanes.Lane``); dashboard launches ``pdv-<kind>-launch``;
-their jobs and samplers ``replay-job`` and ``metrics-sampler``.
+their jobs and samplers ``replay-job`` and ``metrics-sampler``. The engine host's own threads
+(``engine-host-*``: the thread host's worker, the frame reader) live as long as the run manager, waiting for the
+next launch; they are not a launch's and the run manager's ``close`` ends them.
 """
 
 from __future__ import annotations

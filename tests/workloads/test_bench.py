@@ -2,29 +2,37 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
 from metrics.runs import list_run_dirs
-from workloads.bench.common import ratio_summary, read_csv
-from workloads.bench.docs import BEGIN, END, render
+from workloads.bench.common import read_csv
+from workloads.bench.docs import STATUS_BEGIN, STATUS_END, TITLE, render
 from workloads.bench.load import serial_served
 from workloads.bench.parts import parse_parts
 from workloads.bench.reference import HFTiming
+from workloads.bench.rows import Row, ratio_summary
 from workloads.bench.run import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokRow(Row):
+    tok: float
 
 
 def test_ratios_are_taken_within_each_round_and_summarised_by_median_and_spread():
-    rows = [
-        {"group": "C=1", "round": 0, "label": "ref", "tok": 10.0},
-        {"group": "C=1", "round": 0, "label": "x", "tok": 12.0},
-        {"group": "C=1", "round": 1, "label": "ref", "tok": 20.0},
-        {"group": "C=1", "round": 1, "label": "x", "tok": 30.0},
-        {"group": "C=1", "round": 2, "label": "ref", "tok": 10.0},
-        {"group": "C=1", "round": 2, "label": "x", "tok": 13.0},
-    ]
-    x = next(s for s in ratio_summary(rows, "tok", "ref", "p") if s["label"] == "x")
-    assert x["ratio_median"] == pytest.approx(1.3)  # ratios 1.2, 1.5, 1.3: not 13/10 of the medians
-    assert (x["ratio_min"], x["ratio_max"], x["median"], x["rounds"]) == (pytest.approx(1.2), 1.5, 13.0, 3)
+    rates = [(10.0, 12.0), (20.0, 30.0), (10.0, 13.0)]  # per round: ref's, x's
+    rows = [TokRow(group="C=1", round=r, label=label, tok=tok)
+            for r, pair in enumerate(rates) for label, tok in zip(("ref", "x"), pair, strict=True)]  # fmt: skip
+    x = next(s for s in ratio_summary(rows, "tok", "ref", "p") if s.label == "x")
+    assert x.ratio.median == pytest.approx(1.3)  # ratios 1.2, 1.5, 1.3: not 13/10 of the medians
+    assert (x.ratio.lo, x.ratio.hi, x.median, x.rounds) == (pytest.approx(1.2), 1.5, 13.0, 3)
+    assert x.ratio.text() == "1.30× (1.20–1.50)"  # the one text of a ratio with its interval
+    assert x.record()["ratio_min"] == pytest.approx(1.2)  # the CSV's columns
 
 
 def test_a_serial_server_under_a_closed_loop_queues_each_request_behind_the_previous_ones():
@@ -39,7 +47,7 @@ def test_a_serial_server_under_a_closed_loop_queues_each_request_behind_the_prev
 
 
 def test_parts_are_named_by_number_or_name_and_unknown_ones_refused():
-    assert parse_parts("1,hardware,forward-cost") == ["1-overhead", "5-hardware", "9-forward-cost"]
+    assert parse_parts("1,hardware,drafters") == ["1-overhead", "5-hardware", "7-drafters"]
     with pytest.raises(ValueError, match="unknown part 'x'"):
         parse_parts("x")
 
@@ -65,8 +73,8 @@ def test_quick_bench_on_tiny_writes_csvs_runs_and_a_generated_results_page(tmp_p
     for c in ("C=1", "C=4", "C=16"):
         goal = pdv_goals[f"PDV >= 0.97x Baseline and PD (tokens/s, {c})"]
         to_b, to_pd = (rate[c, "pdv"] / rate[c, other] for other in ("baseline", "pd"))
-        assert goal["figure"].startswith(f"÷ Baseline {to_b:.3f} ({to_b:.3f}–{to_b:.3f})")
-        assert f"; ÷ PD {to_pd:.3f} ({to_pd:.3f}–{to_pd:.3f})" in goal["figure"]
+        assert goal["figure"].startswith(f"÷ Baseline {to_b:.3f}× (1 round)")
+        assert f"; ÷ PD {to_pd:.3f}× (1 round)" in goal["figure"]
         assert goal["met"] == ("met" if min(to_b, to_pd) >= 0.97 else "missed")
     assert [g["load"] for g in read_csv(out / "pdv-goal.csv")] == ["C=1", "C=4", "C=16"]
     runs = {info.path.name: info for info in list_run_dirs(out)}
@@ -75,22 +83,32 @@ def test_quick_bench_on_tiny_writes_csvs_runs_and_a_generated_results_page(tmp_p
 
     docs = tmp_path / "docs" / "results.md"
     docs.parent.mkdir()
-    docs.write_text("# Results\n\n## Contents\n\n* a\n\n## Older section\n\nkept as written\n")
-    render(out, docs)
+    docs.write_text("# Results\n\nan older page, replaced whole\n")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Product\n\n{STATUS_BEGIN}\nold table\n{STATUS_END}\n\nkept as written\n")
+    render(out, docs, readme)
     text = docs.read_text()
-    assert text.index(BEGIN) < text.index("## Older section") and "kept as written" in text
+    assert text.startswith(TITLE) and "an older page" not in text
     [row] = [line for line in text.splitlines() if line.startswith("| C=16 | pdv |")]
     pdv = next(s for s in summary if (s["group"], s["label"], s["metric"]) == ("C=16", "pdv", "output_tok_s"))
     assert float(row.split("|")[3]) == pytest.approx(float(pdv["median"]), rel=1e-3)  # the page shows the CSV's
     assert (tmp_path / "docs" / "data" / "bench" / "summary.csv").exists()
-    goal_table = text.split("### PDV's goal per load point")[1].split("###")[0]
+    goal_table = text.split("## PDV's goal per load point")[1].split("##")[0]
     [goal_16] = [line for line in goal_table.splitlines() if line.startswith("| C=16 |")]
     assert goal_16.split(" | ")[-1] == "1 |"  # the page shows pdv-goal.csv: --quick's one round at C = 16
-    render(tmp_path / "docs" / "data" / "bench", docs)  # again from the copy the page keeps: the same page
-    assert docs.read_text() == text and text.count(BEGIN) == text.count(END) == 1
+    status = readme.read_text()
+    assert "old table" not in status and status.endswith(f"{STATUS_END}\n\nkept as written\n")
+    [best] = [line for line in status.splitlines() if line.startswith("| best engine at C = 16")]
+    best_goal = next(g for g in goals if g["goal"].startswith("best engine"))
+    assert best == f"| {best_goal['goal']} | {best_goal['figure']} | {best_goal['met']} |"
+    [pdv_row] = [line for line in status.splitlines() if line.startswith("| PDV >= 0.97x")]
+    met = sum(g["met"] == "met" for g in goals if g["goal"].startswith("PDV"))
+    assert f"median met at {met} of 3 " in pdv_row  # C = 1, 4 and 16 folded into one row
+    render(tmp_path / "docs" / "data" / "bench", docs, readme)  # again from the copy the page keeps: the same
+    assert docs.read_text() == text and readme.read_text() == status
     (out / "pdv-goal.csv").unlink()  # a run without one: the copy of the earlier run's is not shown as its
     render(out, docs)
-    assert "### PDV's goal per load point" not in docs.read_text()
+    assert "## PDV's goal per load point" not in docs.read_text()
     assert not (tmp_path / "docs" / "data" / "bench" / "pdv-goal.csv").exists()
 
 
@@ -107,3 +125,11 @@ def test_the_kv_read_counts_keys_and_values_of_every_layer_and_kv_head():
 def test_rendering_docs_from_a_directory_that_is_no_bench_is_refused(tmp_path):
     with pytest.raises(SystemExit, match="is not a bench directory: summary.csv, goals.csv"):
         render(tmp_path, tmp_path / "docs" / "results.md")
+
+
+def test_a_readme_without_the_status_markers_is_one_error_and_neither_file_is_written(tmp_path):
+    docs, readme = tmp_path / "docs" / "results.md", tmp_path / "README.md"
+    readme.write_text("# Product\n")
+    with pytest.raises(ValueError, match="no <!-- status:begin -->"):
+        render(ROOT / "docs" / "data" / "bench", docs, readme)
+    assert not docs.exists() and readme.read_text() == "# Product\n"

@@ -191,8 +191,9 @@ def test_summary_table_shows_each_ratio_to_ar_with_its_rounds_min_max():
         ]
     )
     rows = {tuple(line.split()[:2]): line.split()[5:7] for line in table.splitlines()[2:6]}
-    assert rows == {("ar", "C=4"): ["1.00", "(1.00-1.00)"], ("pdv", "C=4"): ["0.80", "(0.75-0.93)"],
-                    ("pd", "C=2"): ["-", "-"], ("pd", "C=1"): ["1.10", "1.10"]}  # fmt: skip
+    assert rows == {("ar", "C=4"): ["1.00×", "(1.00–1.00)"], ("pdv", "C=4"): ["0.80×", "(0.75–0.93)"],
+                    ("pd", "C=2"): ["-", "-"], ("pd", "C=1"): ["1.10×", "(1"]}  # fmt: skip
+    assert "1.10× (1 round)" in table  # one round has no interval, and says so
 
 
 def test_summary_table_names_the_mt_bench_turn_of_each_row():

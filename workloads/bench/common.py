@@ -1,26 +1,19 @@
-"""What every part of the benchmark shares: its settings, the prompts, ratios with their spread, goals.
+"""What every part of the benchmark shares: its settings and context, the prompts, goals, CSV files.
 
-A part runs its competitors one after another on the same prompts, round after
-round (the order rotates each round), so that a slow spell of this shared
-machine hits them alike. Each round a competitor's figure is divided by the
-reference's figure *of the same round*; the summary is the median ratio over
-rounds with its min and max. Raw rows (one per round and competitor) and
-summaries are plain dicts written as CSV, which is what the docs and figures
-are rendered from.
+A part's rows and their summary over rounds are ``workloads.bench.rows``'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar
 
-from metrics.rounds import ratio_intervals
 from metrics.rounds import rotated as rotated  # the parts' run order: one rotation for every comparison
+from workloads.bench.rows import Row, Summary
 from workloads.drivers.trace import DatasetSpec, Trace, load_trace
 
 # held-out ShareGPT prompts: never used to train or tune the draft, so every part measures on unseen text
@@ -82,61 +75,6 @@ def first(trace: Trace, n: int) -> Trace:
     return Trace(trace.items[:n], trace.source, trace.seed)
 
 
-def ratio_summary(
-    rows: list[dict[str, Any]], metric: str, reference: str, part: str, lower_is_better: bool = False
-) -> list[dict[str, Any]]:
-    """Per (group, label): the median of ``metric`` and of its ratio to ``reference`` in the same round and group.
-
-    The ratios and their min–max are ``metrics.rounds``'s, the arithmetic every comparison shares.
-    """
-    by_round: dict[str, dict[Any, dict[str, float | None]]] = {}
-    table: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in rows:
-        table.setdefault((r["group"], r["label"]), []).append(r)
-        by_round.setdefault(r["group"], {}).setdefault(r["round"], {})[r["label"]] = r[metric]
-    intervals = {group: ratio_intervals(list(rounds.values()), reference) for group, rounds in by_round.items()}
-    out = []
-    for (group, label), rs in table.items():
-        values = [r[metric] for r in rs if r[metric] is not None]
-        ratio = intervals[group].get(label)
-        out.append(
-            {
-                "part": part,
-                "group": group,
-                "label": label,
-                "metric": metric,
-                "reference": reference,
-                "median": statistics.median(values) if values else None,
-                "min": min(values) if values else None,
-                "max": max(values) if values else None,
-                "ratio_median": None if ratio is None else ratio.median,
-                "ratio_min": None if ratio is None else ratio.lo,
-                "ratio_max": None if ratio is None else ratio.hi,
-                "rounds": len(values),
-                "better": "lower" if lower_is_better else "higher",
-            }
-        )
-    return out
-
-
-def find(summary: list[dict[str, Any]], group: str, label: str, metric: str) -> dict[str, Any] | None:
-    return next((s for s in summary if (s["group"], s["label"], s["metric"]) == (group, label, metric)), None)
-
-
-def spread(s: dict[str, Any] | None) -> str:
-    """``1.23x (1.10-1.31)``: a summary row's median ratio with its min-max."""
-    if s is None or s["ratio_median"] is None:
-        return "not measured"
-    return f"{s['ratio_median']:.2f}x ({s['ratio_min']:.2f}-{s['ratio_max']:.2f})"
-
-
-def same_output_note(rows: list[dict[str, Any]], key: str, reference: str = "ar") -> str:
-    """Whether every row's ``key`` says its outputs equalled ``reference``'s, naming the rows that did not."""
-    different = sorted({f"{r['label']} ({r['group']}, round {r['round']})" for r in rows if not r[key]})
-    listed = f" Different: {', '.join(different)}." if different else ""
-    return f"Every output equal to {reference}'s: {not different}.{listed}"
-
-
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """``rows`` as CSV (columns in first-seen order; empty cells for None)."""
     if not rows:
@@ -154,14 +92,6 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return []
     with open(path, newline="") as fh:
         return list(csv.DictReader(fh))
-
-
-def after_rounds(before: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``before`` then ``rows``, a load point both measured getting ``rows``' rounds after every round ``before``
-    has of it, so the two calls' rounds stay apart. Rows carry ``group`` and an int ``round``."""
-    groups = {r["group"] for r in rows}
-    offset = 1 + max((r["round"] for r in before if r["group"] in groups), default=-1)
-    return before + [{**r, "round": r["round"] + offset} for r in rows]
 
 
 class PartOptions(Protocol):
@@ -222,7 +152,7 @@ class BenchContext:
 class PartResult:
     name: str  # e.g. "1-overhead"
     title: str
-    rows: list[dict[str, Any]]  # one per round and competitor (and group)
-    summary: list[dict[str, Any]]  # ``ratio_summary`` rows
+    rows: Sequence[Row]  # one per round and competitor (and group), the part's own Row subclass
+    summary: list[Summary]  # ``rows.ratio_summary``'s, or the part's own medians
     goals: list[Goal]
     notes: list[str]  # what the figures mean, in words built from them

@@ -19,9 +19,8 @@ It shares the suite's machinery (``workloads.bench.common``: the held-out
 prompts, the CSV writer; ``metrics.rounds``: the ratio arithmetic;
 ``workloads.bench.reference``: transformers' ``generate``; ``--rounds``). Writes
 ``runs.csv`` (one row per run), ``summary-<case>.csv`` and ``summary.md`` to
-``<out>/drafters``; ``docs/results.md`` renders its tables from
-the summary CSVs through the suite's one renderer (``workloads.bench.docs``,
-``<!-- csv: … -->`` blocks).
+``<out>/drafters``; the tables of its runs so far are in ``docs/notebook.md``
+("Drafters: does speculation pay?"), with their CSVs in ``docs/data/drafter-bench``.
 """
 
 from __future__ import annotations
@@ -35,18 +34,9 @@ from tqdm import tqdm
 from engine.config import ControllerConfig, EngineConfig, SamplingParams, flag
 from engine.profiling import prepare_profiles
 from metrics.rounds import ratio_intervals
-from workloads.bench.common import (
-    HELD_OUT,
-    BenchContext,
-    Listed,
-    PartResult,
-    comma_list,
-    one_of,
-    ratio_summary,
-    same_output_note,
-    write_csv,
-)
+from workloads.bench.common import HELD_OUT, BenchContext, Listed, PartResult, comma_list, one_of, write_csv
 from workloads.bench.reference import hf_generate
+from workloads.bench.rows import RateRow, ratio_summary, same_output_note
 from workloads.datasets.mt_bench import questions as mt_bench_questions
 from workloads.datasets.sharegpt import SampledRequest
 from workloads.drivers.arrivals import ClosedLoop
@@ -69,6 +59,15 @@ class Setup:
         return EngineConfig(drafter=self.drafter, controller=controller)
 
 
+@dataclass(frozen=True, kw_only=True)
+class DrafterRow(RateRow):
+    case: str  # single, load or mtbench; the suite's rows name it in the group too
+    concurrency: int
+    acceptance: float | None  # None for AR and transformers, which report none
+    tokens_per_step: float | None
+    identical: bool  # outputs equal to AR's in the same case, group and round
+
+
 AR = Setup("ar", "ar")
 SETUPS = (
     AR,
@@ -83,7 +82,7 @@ HF_LOOKUPS = (3, 10)  # prompt_lookup_num_tokens tried for transformers' generat
 LABELS = tuple(s.label for s in SETUPS)
 CASES = ("single", "load", "mtbench")
 NAME = "7-drafters"
-DIRECTORY = "drafters"  # under the bench directory: its runs and the summaries docs/results.md copies
+DIRECTORY = "drafters"  # under the bench directory: its runs and the summaries per case
 
 
 def run_setup(pair, setup: Setup, trace: Trace, concurrency: int, max_new: int):
@@ -104,27 +103,28 @@ def outputs_of(requests) -> list[list[int]]:
     return [list(r.output_token_ids) for r in requests]
 
 
-def summarise(rows: list[dict], group: str) -> list[dict]:
-    """Median ratio to AR (same round, same group) with min and max, per label (``metrics.rounds``' arithmetic)."""
+def summarise(rows: list[DrafterRow]) -> list[dict]:
+    """The case's table: median ratio to AR (same round, same group) with min–max, per group and setup
+    (``metrics.rounds``' arithmetic, ``RatioInterval``'s text)."""
     by_round: dict[str, dict[int, dict[str, float | None]]] = {}
-    table: dict[tuple, list[dict]] = {}
+    table: dict[tuple[str, str], list[DrafterRow]] = {}
     for r in rows:
-        table.setdefault((r[group], r["label"]), []).append(r)
-        by_round.setdefault(r[group], {}).setdefault(r["round"], {})[r["label"]] = r["output_tok_s"]
+        table.setdefault((r.group, r.label), []).append(r)
+        by_round.setdefault(r.group, {}).setdefault(r.round, {})[r.label] = r.output_tok_s
     intervals = {g: ratio_intervals(list(rounds.values()), "ar") for g, rounds in by_round.items()}
     out = []
     for (g, label), rs in table.items():
         ratio = intervals[g].get(label)
         out.append(
             {
-                group: g,
+                "group": g,
                 "setup": label,
-                "tok/s (median)": round(statistics.median(r["output_tok_s"] for r in rs), 1),
+                "tok/s (median)": round(statistics.median(r.output_tok_s for r in rs), 1),
                 "x AR (median)": round(ratio.median, 3) if ratio else None,
-                "x AR (min-max)": f"{ratio.lo:.2f}-{ratio.hi:.2f}" if ratio else "",
-                "acceptance": _median([r["acceptance"] for r in rs]),
-                "tokens/step": _median([r["tokens_per_step"] for r in rs]),
-                "same output as AR": all(r["identical"] for r in rs),
+                "x AR (min-max)": ratio.bounds() if ratio else "",
+                "acceptance": _median([r.acceptance for r in rs]),
+                "tokens/step": _median([r.tokens_per_step for r in rs]),
+                "same output as AR": all(r.identical for r in rs),
             }
         )
     return out
@@ -212,7 +212,7 @@ def run(ctx: BenchContext) -> PartResult:
             plan += [("mtbench", category, by_label[label], trace, 1) for label in o.mtbench_setups]
     for setup in {p[2] for p in plan if isinstance(p[2], Setup)}:  # the cost controller reads measured step costs
         prepare_profiles(pair, setup.config(), [setup.engine])
-    rows: list[dict] = []
+    rows: list[DrafterRow] = []
     reference: dict[str, list[list[int]]] = {}
     bar = tqdm(total=ctx.settings.rounds * len(plan), unit="run", file=sys.stderr)
     for round_ in range(ctx.settings.rounds):
@@ -229,21 +229,22 @@ def run(ctx: BenchContext) -> PartResult:
             key = f"{case}/{group}/{round_}"
             if label == "ar":
                 reference[key] = outs
-            row = {"case": case, "group": group, "round": round_, "label": label, "concurrency": c}
-            row |= {"output_tok_s": tok_s, "acceptance": acceptance, "tokens_per_step": per_step}
-            rows.append(row | {"identical": outs == reference.get(key)})
+            rows.append(
+                DrafterRow(case=case, group=group, round=round_, label=label, concurrency=c, output_tok_s=tok_s,
+                           acceptance=acceptance, tokens_per_step=per_step, identical=outs == reference.get(key))
+            )  # fmt: skip
             bar.update()
     bar.close()
-    write_csv(out / "runs.csv", rows)
+    write_csv(out / "runs.csv", [r.record() for r in rows])
     sections = []
     for case in o.cases:
-        case_rows = [r for r in rows if r["case"] == case]
+        case_rows = [r for r in rows if r.case == case]
         if case_rows:
-            table = summarise(case_rows, "group")
-            write_csv(out / f"summary-{case}.csv", table)  # docs/results.md renders its tables from these
+            table = summarise(case_rows)
+            write_csv(out / f"summary-{case}.csv", table)
             sections.append(f"## {case}\n\n" + markdown(table))
     (out / "summary.md").write_text("\n\n".join(sections) + "\n")
-    suite_rows = [r | {"group": f"{r['case']} {r['group']}"} for r in rows]
+    suite_rows = [replace(r, group=f"{r.case} {r.group}") for r in rows]
     notes = [same_output_note(suite_rows, "identical"), f"Tables per case: {out / 'summary.md'}."]
     summary = ratio_summary(suite_rows, "output_tok_s", "ar", NAME)
     return PartResult(NAME, "Drafters: which drafter, draft length and controller pay, against ar", suite_rows,

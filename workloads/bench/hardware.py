@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -26,6 +27,7 @@ import torch
 from engine.profiling.cost_profile import ProfileShape
 from engine.profiling.measure import CONTEXT, measure
 from workloads.bench.common import BenchContext, PartResult
+from workloads.bench.rows import Row, Summary
 
 NAME = "5-hardware"
 BATCHES = (1, 32)
@@ -37,6 +39,17 @@ class ProbeSizes(NamedTuple):
     matmul_n: int
     read_bytes: int  # far larger than the caches, so the sum streams from memory
     repeats: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class HardwareRow(Row):
+    """A machine probe (``flop_s`` or ``bytes_s`` alone) or the verifier's step at one batch (every field)."""
+
+    step_ms: float | None = None
+    flop_s: float | None = None
+    bytes_s: float | None = None
+    flop_share: float | None = None  # of the matmul probe's FLOP/s, in the same round
+    bytes_share: float | None = None  # of the read probe's bytes/s
 
 
 FULL = ProbeSizes(2048, 1024 * 2**20, 5)
@@ -76,42 +89,41 @@ def run(ctx: BenchContext) -> PartResult:
     params = sum(p.numel() for p in verifier.model.parameters())
     weights = sum(p.numel() * p.element_size() for p in verifier.model.parameters())
     element = torch.empty((), dtype=verifier.dtype).element_size()
-    rows = []
+    rows: list[HardwareRow] = []
     sizes = QUICK if ctx.settings.quick else FULL
     for round_ in range(ctx.settings.rounds):
         peak_flops, bandwidth = matmul_flops(sizes), read_bandwidth(sizes)
         profile = measure(ctx.pair, ProfileShape(max(BATCHES), 1, with_draft=False))
-        rows.append({"group": "machine", "round": round_, "label": "matmul", "flop_s": peak_flops})
-        rows.append({"group": "machine", "round": round_, "label": "memory read", "bytes_s": bandwidth})
+        rows.append(HardwareRow(group="machine", round=round_, label="matmul", flop_s=peak_flops))
+        rows.append(HardwareRow(group="machine", round=round_, label="memory read", bytes_s=bandwidth))
         for batch in BATCHES:
             step_s = profile.verify_s(batch, 1)
             flop_s = 2 * params * batch / step_s
             bytes_s = (weights + kv_bytes(verifier.model, batch, CONTEXT, element)) / step_s
             rows.append(
-                {"group": f"C={batch}", "round": round_, "label": "verifier step", "step_ms": step_s * 1000,
-                 "flop_s": flop_s, "bytes_s": bytes_s, "flop_share": flop_s / peak_flops,
-                 "bytes_share": bytes_s / bandwidth}
+                HardwareRow(group=f"C={batch}", round=round_, label="verifier step", step_ms=step_s * 1000,
+                            flop_s=flop_s, bytes_s=bytes_s, flop_share=flop_s / peak_flops,
+                            bytes_share=bytes_s / bandwidth)
             )  # fmt: skip
     summary = []
     for key in ("step_ms", "flop_s", "bytes_s", "flop_share", "bytes_share"):
-        for group in dict.fromkeys(r["group"] for r in rows):
-            values = [r[key] for r in rows if r["group"] == group and r.get(key) is not None]
-            if values:
-                label = next(r["label"] for r in rows if r["group"] == group and r.get(key) is not None)
+        for group in dict.fromkeys(r.group for r in rows):
+            measured = [r for r in rows if r.group == group and getattr(r, key) is not None]
+            if measured:
+                values = [getattr(r, key) for r in measured]
                 summary.append(
-                    {"part": NAME, "group": group, "label": label, "metric": key, "reference": "",
-                     "median": statistics.median(values), "min": min(values), "max": max(values),
-                     "ratio_median": None, "ratio_min": None, "ratio_max": None, "rounds": len(values),
-                     "better": "higher"}
+                    Summary(part=NAME, group=group, label=measured[0].label, metric=key, reference="",
+                            median=statistics.median(values), min=min(values), max=max(values), ratio=None,
+                            rounds=len(values))
                 )  # fmt: skip
     notes = []
     for batch in BATCHES:
-        f = next(s for s in summary if s["group"] == f"C={batch}" and s["metric"] == "flop_share")
-        b = next(s for s in summary if s["group"] == f"C={batch}" and s["metric"] == "bytes_share")
-        bound = "memory" if b["median"] > f["median"] else "compute"
+        f = next(s for s in summary if s.group == f"C={batch}" and s.metric == "flop_share")
+        b = next(s for s in summary if s.group == f"C={batch}" and s.metric == "bytes_share")
+        bound = "memory" if b.median > f.median else "compute"
         notes.append(
-            f"C = {batch}: the verifier step reaches {f['median']:.0%} of the measured matmul FLOP/s and "
-            f"{b['median']:.0%} of the measured read bandwidth: closer to the {bound} limit."
+            f"C = {batch}: the verifier step reaches {f.median:.0%} of the measured matmul FLOP/s and "
+            f"{b.median:.0%} of the measured read bandwidth: closer to the {bound} limit."
         )
     notes.append(
         f"Verifier: {params / 1e6:.1f} M parameters, {weights / 2**20:.0f} MiB of weights; KV context {CONTEXT} tokens."

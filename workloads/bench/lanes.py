@@ -19,23 +19,12 @@ for the defaults.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from engine.config import EngineConfig, LaneCompute, SamplingParams, flag
 from workloads.bench import pdv_goal
-from workloads.bench.common import (
-    BenchContext,
-    Goal,
-    Listed,
-    PartResult,
-    comma_list,
-    find,
-    held_out,
-    ratio_summary,
-    rotated,
-    same_output_note,
-    spread,
-)
-from workloads.bench.lane_modes import Competitor
+from workloads.bench.common import BenchContext, Goal, Listed, PartResult, comma_list, held_out, rotated
+from workloads.bench.rows import RateRow, Summary, find, ratio_summary, same_output_note, spread
 from workloads.datasets.synthetic import LengthSpec, synthetic_requests
 from workloads.drivers.arrivals import OpenLoop
 from workloads.drivers.run_spec import RunSettings
@@ -50,11 +39,27 @@ METRICS = ("tpot_p95_ms", "tpot_p99_ms", "ttft_p99_ms")
 MODES = tuple(m for m in LaneCompute if m is not LaneCompute.TURNS)  # the defaults take turns
 
 
+class Competitor(NamedTuple):
+    label: str  # e.g. "pdv elastic"
+    engine: str
+    config: EngineConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class LanesRow(RateRow):
+    run_id: str  # the run in ``<out>/lanes``
+    tpot_p95_ms: float | None
+    tpot_p99_ms: float | None
+    ttft_p99_ms: float | None
+    acceptance: float | None
+    same_output_as_baseline: bool
+
+
 @dataclass(frozen=True)
 class LanesOptions:
     """Lane modes PD and PDV also run in, beside the defaults."""
 
-    # elastic lanes run a long prompt's prefill beside decoding: the mode the claims are about (docs/results.md)
+    # elastic lanes run a long prompt's prefill beside decoding, the mode the claims are about (notebook.md)
     compute: tuple[LaneCompute, ...] = field(
         default=Listed((LaneCompute.ELASTIC,)),
         metadata=flag(
@@ -97,14 +102,14 @@ def mixed_trace(ctx: BenchContext) -> Trace:
     return Trace(tuple(items), source, 0)
 
 
-def claim_goals(summary: list[dict], group: str, mode: LaneCompute | None) -> list[Goal]:
+def claim_goals(summary: list[Summary], group: str, mode: LaneCompute | None) -> list[Goal]:
     """The seeds' two claims for PDV with the defaults (``mode`` None) or with its lanes in ``mode``."""
     label = "pdv" if mode is None else f"pdv {mode}"
     name = "PDV" if mode is None else f"PDV {mode}"
     p99, p95 = find(summary, group, label, "tpot_p99_ms"), find(summary, group, label, "tpot_p95_ms")
     ttft, tput = find(summary, group, label, "ttft_p99_ms"), find(summary, group, label, "output_tok_s")
-    cut = 1 - p99["ratio_median"] if p99 and p99["ratio_median"] is not None else None
-    gain = tput["ratio_median"] - 1 if tput and tput["ratio_median"] is not None else None
+    cut = 1 - p99.ratio.median if p99 and p99.ratio is not None else None
+    gain = tput.ratio.median - 1 if tput and tput.ratio is not None else None
     return [
         Goal(NAME, f"{name} cuts TPOT p99 by >= 30% against Baseline (the claim: 30-50%)",
              f"{name} TPOT p99 = {spread(p99)} Baseline's, p95 = {spread(p95)}, TTFT p99 = {spread(ttft)}",
@@ -122,7 +127,7 @@ def run(ctx: BenchContext) -> PartResult:
     policy = OpenLoop(s.mixed_rate, 1.0, None, seed=0)
     modes = ctx.options(LanesOptions).compute
     comps = competitors(modes)
-    rows = []
+    rows: list[LanesRow] = []
     for round_ in range(s.rounds):
         outputs, results = {}, []
         for comp in rotated(comps, round_):
@@ -134,15 +139,15 @@ def run(ctx: BenchContext) -> PartResult:
         for label, result in results:
             m = result.summary
             rows.append(
-                {"group": f"{s.mixed_rate:g} req/s", "round": round_, "label": label,
-                 "run_id": result.key.run_id, "output_tok_s": m.output_tok_s, "tpot_p95_ms": m.tpot_p95_ms,
-                 "tpot_p99_ms": m.tpot_p99_ms, "ttft_p99_ms": m.ttft_p99_ms, "acceptance": m.acceptance_rate,
-                 "same_output_as_baseline": outputs[label] == outputs["baseline"]}
+                LanesRow(group=f"{s.mixed_rate:g} req/s", round=round_, label=label, run_id=result.key.run_id,
+                         output_tok_s=m.output_tok_s, tpot_p95_ms=m.tpot_p95_ms, tpot_p99_ms=m.tpot_p99_ms,
+                         ttft_p99_ms=m.ttft_p99_ms, acceptance=m.acceptance_rate,
+                         same_output_as_baseline=outputs[label] == outputs["baseline"])
             )  # fmt: skip
     summary = ratio_summary(rows, "output_tok_s", "baseline", NAME)
     for metric in METRICS:
         summary += ratio_summary(rows, metric, "baseline", NAME, lower_is_better=True)
-    goals = [g for mode in (None, *modes) for g in claim_goals(summary, rows[0]["group"], mode)]
+    goals = [g for mode in (None, *modes) for g in claim_goals(summary, rows[0].group, mode)]
     notes = [
         same_output_note(rows, "same_output_as_baseline", "baseline"),
         f"Trace: {len(trace)} requests ({trace.source}), Poisson arrivals at {s.mixed_rate:g} req/s.",

@@ -1,4 +1,4 @@
-"""Part 12, llama.cpp as a peer: every engine against llama.cpp's server on the same trace, at C = 1, 4 and 16.
+"""Part 8, llama.cpp as a peer: every engine against llama.cpp's server on the same trace, at C = 1, 4 and 16.
 
 A user with this model on a CPU would run llama.cpp. Its server (llama-cpp-python's,
 ``workloads.bench.llama_server``: installed on first use, started as a user
@@ -35,19 +35,7 @@ from dataclasses import dataclass, field
 
 from engine.config import ENGINES, SamplingParams, flag
 from engine.models.presets import smol_gguf_path
-from workloads.bench.common import (
-    BenchContext,
-    Goal,
-    Listed,
-    PartResult,
-    comma_list,
-    find,
-    first,
-    held_out,
-    one_of,
-    ratio_summary,
-    spread,
-)
+from workloads.bench.common import BenchContext, Goal, Listed, PartResult, comma_list, first, held_out, one_of
 from workloads.bench.llama_server import (
     ALIAS,
     FLAVOURS,
@@ -59,18 +47,31 @@ from workloads.bench.llama_server import (
     shown,
 )
 from workloads.bench.load import requests_at  # as many requests per load point as the load sweep
+from workloads.bench.rows import RateRow, Summary, find, ratio_summary, spread
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.run_notes import answered_nothing, endpoint_lines
 from workloads.drivers.run_spec import RunSettings
 from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep
 from workloads.endpoint.spec import EndpointSpec
 
-NAME = "12-llama-cpp"
+NAME = "8-llama-cpp"
 PRESET = "smol"  # the preset whose verifier is converted from the GGUF file llama.cpp serves
 GOAL = 1.0
 GOAL_AT = 16
 REFERENCE = PLAIN.label
 GREEDY_BODY = {"repeat_penalty": 1.0}  # llama-cpp-python's server penalises repeats by default
+
+
+@dataclass(frozen=True, kw_only=True)
+class LlamaRow(RateRow):
+    concurrency: int
+    run_id: str
+    completed: int
+    requests: int
+    ttft_p50_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p99_ms: float | None
+    same_as_ar: int  # of its outputs, text for text
 
 
 @dataclass(frozen=True)
@@ -159,44 +160,36 @@ def run(ctx: BenchContext) -> PartResult:
         if best is None:
             notes.append(f"C = {c}: no engine has a ratio to {REFERENCE}.")
             continue
-        figure = f"best engine at C = {c}: {best['label']}, {spread(best)} {REFERENCE}"
+        figure = f"best engine at C = {c}: {best.label}, {spread(best)} {REFERENCE}"
         if c == GOAL_AT:
             goals.append(Goal(NAME, f"best engine >= {GOAL}x {REFERENCE}'s server at C = {c} (tokens/s)", figure,
-                              best["ratio_median"] >= GOAL))  # fmt: skip
+                              best.ratio.median >= GOAL))  # fmt: skip
         else:
             notes.append(figure + ".")
     title = "llama.cpp as a peer: every engine against llama.cpp's server on the same trace"
     return PartResult(NAME, title, rows, summary, goals, notes)
 
 
-def _row(result, results) -> dict:
+def _row(result, results) -> LlamaRow:
     c, round_ = result.key.concurrency, result.round - 1
     ar = next(r for r in results if r.key.engine == "ar" and r.key.concurrency == c and r.round == result.round)
     texts = [o.text for o in result.outputs]
     m = result.summary
-    return {
-        "group": f"C={c}",
-        "concurrency": c,
-        "round": round_,
-        "label": result.key.engine,
-        "run_id": result.key.run_id,
-        "output_tok_s": m.output_tok_s,
-        "completed": m.completed,
-        "requests": m.num_requests,
-        "ttft_p50_ms": m.ttft_p50_ms,
-        "tpot_p50_ms": m.tpot_p50_ms,
-        "tpot_p99_ms": m.tpot_p99_ms,
-        "same_as_ar": sum(a == b for a, b in zip(texts, (o.text for o in ar.outputs), strict=True)),
-    }
+    return LlamaRow(
+        group=f"C={c}", round=round_, label=result.key.engine, concurrency=c, run_id=result.key.run_id,
+        output_tok_s=m.output_tok_s, completed=m.completed, requests=m.num_requests, ttft_p50_ms=m.ttft_p50_ms,
+        tpot_p50_ms=m.tpot_p50_ms, tpot_p99_ms=m.tpot_p99_ms,
+        same_as_ar=sum(a == b for a, b in zip(texts, (o.text for o in ar.outputs), strict=True)),
+    )  # fmt: skip
 
 
-def _best(summary: list[dict], c: int, engines: tuple[str, ...]) -> dict | None:
+def _best(summary: list[Summary], c: int, engines: tuple[str, ...]) -> Summary | None:
     at = [find(summary, f"C={c}", e, "output_tok_s") for e in engines]
-    measured = [a for a in at if a is not None and a["ratio_median"] is not None]
-    return max(measured, key=lambda a: a["ratio_median"], default=None)
+    measured = [a for a in at if a is not None and a.ratio is not None]
+    return max(measured, key=lambda a: a.ratio.median, default=None)
 
 
-def _same_note(rows: list[dict], label: str) -> str:
-    mine = [r for r in rows if r["label"] == label]
-    same, total = sum(r["same_as_ar"] for r in mine), sum(r["requests"] for r in mine)
+def _same_note(rows: list[LlamaRow], label: str) -> str:
+    mine = [r for r in rows if r.label == label]
+    same, total = sum(r.same_as_ar for r in mine), sum(r.requests for r in mine)
     return f"{label}: {same} of {total} outputs equal to AR's, text for text (4-bit matmuls against float32)."

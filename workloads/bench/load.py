@@ -26,22 +26,9 @@ import numpy as np
 
 from engine.config import SamplingParams, flag
 from workloads.bench import pdv_goal
-from workloads.bench.common import (
-    BenchContext,
-    Goal,
-    Listed,
-    PartResult,
-    comma_list,
-    find,
-    first,
-    held_out,
-    one_of,
-    ratio_summary,
-    rotated,
-    same_output_note,
-    spread,
-)
+from workloads.bench.common import BenchContext, Goal, Listed, PartResult, comma_list, first, held_out, one_of, rotated
 from workloads.bench.reference import HFTiming, hf_generate, hf_timeline
+from workloads.bench.rows import RateRow, find, ratio_summary, same_output_note, spread
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.run_spec import RunSettings
 from workloads.drivers.sweep import RunWriter, SweepPlan, run_sweep
@@ -51,6 +38,18 @@ ENGINES = ("ar", "baseline", "pd", "pdv")
 HF = "transformers generate (serial)"
 GOAL = 6.0
 GOAL_AT = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadRow(RateRow):
+    concurrency: int
+    run_id: str | None  # the engine's run in ``<out>/load-sweep``; None for the reference, which has no run
+    ttft_p50_ms: float | None
+    ttft_p99_ms: float | None
+    tpot_p50_ms: float | None
+    tpot_p99_ms: float | None
+    acceptance: float | None  # None for AR and the reference, which draft nothing
+    same_output_as_ar: bool
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,7 @@ def run(ctx: BenchContext) -> PartResult:
     hf_generate(pair, first(pool, 1), 4, None)  # warm-up
     writer = RunWriter(ctx.out / "load-sweep")
     params = SamplingParams(max_new_tokens=max_new, seed=0)
-    rows = []
+    rows: list[LoadRow] = []
     for round_ in range(s.rounds):
         timings = hf_timeline(pair, pool, max_new)
         for c in loads:
@@ -122,46 +121,39 @@ def run(ctx: BenchContext) -> PartResult:
             for result in results:
                 m = result.summary
                 rows.append(
-                    {
-                        "group": f"C={c}",
-                        "concurrency": c,
-                        "round": round_,
-                        "label": result.key.engine,
-                        "run_id": result.key.run_id,
-                        "output_tok_s": m.output_tok_s,
-                        "ttft_p50_ms": m.ttft_p50_ms,
-                        "ttft_p99_ms": m.ttft_p99_ms,
-                        "tpot_p50_ms": m.tpot_p50_ms,
-                        "tpot_p99_ms": m.tpot_p99_ms,
-                        "acceptance": m.acceptance_rate,
+                    LoadRow(
+                        group=f"C={c}", round=round_, label=result.key.engine, concurrency=c,
+                        run_id=result.key.run_id, output_tok_s=m.output_tok_s,
+                        ttft_p50_ms=m.ttft_p50_ms, ttft_p99_ms=m.ttft_p99_ms,
+                        tpot_p50_ms=m.tpot_p50_ms, tpot_p99_ms=m.tpot_p99_ms, acceptance=m.acceptance_rate,
                         # greedy: every engine's tokens are AR's, at any C (the batch is not the verifier's concern)
-                        "same_output_as_ar": outputs[result.key.engine] == outputs["ar"],
-                    }
-                )
+                        same_output_as_ar=outputs[result.key.engine] == outputs["ar"],
+                    )
+                )  # fmt: skip
             served = serial_served(timings[: len(trace)], c)
             same = [t.output for t in timings[: len(trace)]] == outputs["ar"]
-            rows.append({"group": f"C={c}", "concurrency": c, "round": round_, "label": HF, **served,
-                         "same_output_as_ar": same})  # fmt: skip
+            rows.append(LoadRow(group=f"C={c}", round=round_, label=HF, concurrency=c, run_id=None, acceptance=None,
+                                same_output_as_ar=same, **served))  # fmt: skip
     summary = ratio_summary(rows, "output_tok_s", HF, NAME)
     for metric in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"):
         summary += ratio_summary(rows, metric, HF, NAME, lower_is_better=True)
     goals, notes = [], []
     if GOAL_AT in loads:
         at = [find(summary, f"C={GOAL_AT}", e, "output_tok_s") for e in engines]
-        best = max((a for a in at if a and a["ratio_median"] is not None), key=lambda a: a["ratio_median"])
-        figure = f"best engine at C = {GOAL_AT}: {best['label']}, {spread(best)} the reference"
+        best = max((a for a in at if a and a.ratio is not None), key=lambda a: a.ratio.median)
+        figure = f"best engine at C = {GOAL_AT}: {best.label}, {spread(best)} the reference"
         goals.append(
             Goal(
                 NAME,
                 f"best engine at C = {GOAL_AT} >= {GOAL}x the reference (tokens/s)",
                 figure,
-                best["ratio_median"] >= GOAL,
+                best.ratio.median >= GOAL,
             )
         )
     goals += pdv_goal.goals(rows, NAME)  # none where PDV, Baseline or PD did not run
     notes.append(same_output_note(rows, "same_output_as_ar"))
     for c in loads:
-        top = max(engines, key=lambda e: find(summary, f"C={c}", e, "output_tok_s")["median"])
+        top = max(engines, key=lambda e: find(summary, f"C={c}", e, "output_tok_s").median)
         notes.append(f"C = {c}: fastest {top}, {spread(find(summary, f'C={c}', top, 'output_tok_s'))} the reference.")
     return PartResult(
         NAME,

@@ -8,9 +8,9 @@ the command line builds them with ``engine.flags`` as every other CLI does,
 and the part reads them with ``ctx.options(TheOptions)``.
 
 The suite (``--parts`` not given) is the six parts that answer "is it faster,
-and do the lanes help?"; the studies after them – drafters, suffix drafting,
-the cost of one forward, one lane against two at once, whole engines with lanes at once against taking
-turns – run when named, each into a directory of its own under ``--out``.
+and do the lanes help?"; the drafter comparison (which drafter, draft length
+and controller pay on this pair) runs when named, into a directory of its own
+under ``--out``.
 """
 
 from __future__ import annotations
@@ -18,20 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workloads.bench import (
-    dashboard_cost,
-    drafters,
-    forward_cost,
-    hardware,
-    lane_modes,
-    lane_rates,
-    lanes,
-    llama_peer,
-    load,
-    overhead,
-    single,
-    suffix,
-)
+from workloads.bench import drafters, hardware, lanes, llama_peer, load, overhead, page_vs_cli, single
 from workloads.bench.common import BenchContext, PartResult
 
 
@@ -51,12 +38,8 @@ PARTS: dict[str, Part] = {
         Part(load.NAME, load.run, load.LoadOptions),
         Part(lanes.NAME, lanes.run, lanes.LanesOptions),
         Part(hardware.NAME, hardware.run),
-        Part(dashboard_cost.NAME, dashboard_cost.run),
+        Part(page_vs_cli.NAME, page_vs_cli.run),
         Part(drafters.NAME, drafters.run, drafters.DrafterOptions, in_suite=False),
-        Part(suffix.NAME, suffix.run, suffix.SuffixOptions, in_suite=False),
-        Part(forward_cost.NAME, forward_cost.run, forward_cost.ForwardCostOptions, in_suite=False),
-        Part(lane_rates.NAME, lane_rates.run, lane_rates.LaneRatesOptions, in_suite=False),
-        Part(lane_modes.NAME, lane_modes.run, lane_modes.LaneModesOptions, in_suite=False),
         Part(llama_peer.NAME, llama_peer.run, llama_peer.LlamaCppOptions, in_suite=False),
     )
 }

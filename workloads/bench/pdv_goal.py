@@ -1,8 +1,8 @@
 """PDV's goal, read per load point: PDV's tokens/s >= ``GOAL``x the better of Baseline's and PD's.
 
-Any part whose rows carry ``group`` (the load point), ``round``, ``label`` (the
-competitor) and ``output_tok_s`` is read the same way: the lane-modes part, the
-suite's load sweep and its mixed traffic.
+Any part whose rows are ``RateRow``s (``group``: the load point, ``round``,
+``label``: the competitor, ``output_tok_s``) is read the same way: the suite's
+load sweep and its mixed traffic.
 
 PDV is at least ``GOAL``x the better of two engines exactly when it is at least
 ``GOAL``x each of them. So the goal is read as two paired ratios, PDV ÷ Baseline
@@ -24,20 +24,21 @@ Where the rounds do not tell, ``TO_TELL`` estimates how many would
 they stand), which says whether more rounds could settle it at all.
 
 ``python -m workloads.bench.pdv_goal OUT ROWS.csv ...`` writes the table
-(``goal_rows``) from parts' rows already on disk: ``3-load.csv``, ``4-lanes.csv``
-and ``lane-modes.csv`` alike. The bench writes it as ``pdv-goal.csv`` in its
-directory.
+(``goal_rows``) from parts' rows already on disk (``3-load.csv``, ``4-lanes.csv``),
+a load point in several files read as more rounds of it. The bench writes it
+as ``pdv-goal.csv`` in its directory.
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from metrics.rounds import IntervalKind, interval, rounds_to_tell
-from workloads.bench.common import Goal, after_rounds, read_csv, write_csv
+from workloads.bench.common import Goal, read_csv, write_csv
+from workloads.bench.rows import RateRow, after_rounds
 
 GOAL = 0.97
 AGAINST = ("baseline", "pd")  # the engines PDV must not lose to, with the defaults
@@ -50,9 +51,9 @@ MOST = 10_000  # rounds past which no verdict is estimated
 FILE = "pdv-goal.csv"  # in the bench directory
 
 
-def per_round(rows: list[dict[str, Any]], group: str, label: str, against: tuple[str, ...]) -> list[float]:
+def per_round(rows: Sequence[RateRow], group: str, label: str, against: tuple[str, ...]) -> list[float]:
     """``label``'s tokens/s ÷ the best of ``against``'s in the same round, for every round of ``group`` with all."""
-    by = {(r["label"], r["round"]): r["output_tok_s"] for r in rows if r["group"] == group}
+    by = {(r.label, r.round): r.output_tok_s for r in rows if r.group == group}
     out = []
     for round_ in sorted({r for _, r in by}):
         others, mine = [by.get((a, round_)) for a in against], by.get((label, round_))
@@ -62,7 +63,7 @@ def per_round(rows: list[dict[str, Any]], group: str, label: str, against: tuple
 
 
 def _spread(ratios: list[float]) -> str:
-    return f"{statistics.median(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f})"
+    return interval(ratios, IntervalKind.MIN_MAX).text(digits=3)
 
 
 def _to_tell(ratios: list[list[float]]) -> str:
@@ -77,10 +78,10 @@ def _to_tell(ratios: list[list[float]]) -> str:
     return f"about {max(told)}" if len(told) == len(needs) else f"more than {MOST}"
 
 
-def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """One row per load point with PDV, Baseline and PD runs in a common round: the goal's table."""
+def goal_rows(rows: Sequence[RateRow]) -> list[dict[str, str]]:
+    """One row per load point with PDV, Baseline and PD runs in a common round: the goal's table, as its CSV."""
     out = []
-    for group in dict.fromkeys(r["group"] for r in rows):
+    for group in dict.fromkeys(r.group for r in rows):
         pairs = {a: per_round(rows, group, "pdv", (a,)) for a in AGAINST}
         common = per_round(rows, group, "pdv", AGAINST)  # the rounds every one of them ran in
         if not common:
@@ -90,7 +91,7 @@ def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
         for against, ratios in pairs.items():
             repeat = interval(ratios, IntervalKind.REPEAT_RUN)
             row[f"PDV ÷ {NAMES[against]}, median (min–max)"] = _spread(ratios)
-            row[f"PDV ÷ {NAMES[against]}, {REPEAT}"] = f"{repeat.lo:.3f}–{repeat.hi:.3f}"
+            row[f"PDV ÷ {NAMES[against]}, {REPEAT}"] = repeat.bounds(digits=3)
             verdicts.append(repeat)
         row[MET] = "met" if all(v.median >= GOAL for v in verdicts) else "missed"
         row[TOLD] = (
@@ -104,7 +105,7 @@ def goal_rows(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
     return out
 
 
-def goals(rows: list[dict[str, Any]], part: str) -> list[Goal]:
+def goals(rows: Sequence[RateRow], part: str) -> list[Goal]:
     """``goal_rows`` as the bench's goals of ``part``: one per load point."""
     return [
         Goal(part, f"PDV >= {GOAL}x Baseline and PD (tokens/s, {g['load']})",
@@ -116,19 +117,20 @@ def goals(rows: list[dict[str, Any]], part: str) -> list[Goal]:
     ]  # fmt: skip
 
 
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """A part's rows from its CSV, with ``round`` and ``output_tok_s`` as numbers (empty rate: ``None``)."""
+def read_rows(path: Path) -> list[RateRow]:
+    """A part's rows from its CSV, as the rates the goal reads (an empty rate: ``None``)."""
     return [
-        {**r, "round": int(r["round"]), "output_tok_s": float(r["output_tok_s"]) if r["output_tok_s"] else None}
+        RateRow(group=r["group"], round=int(r["round"]), label=r["label"],
+                output_tok_s=float(r["output_tok_s"]) if r["output_tok_s"] else None)
         for r in read_csv(path)
-    ]
+    ]  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print("usage: python -m workloads.bench.pdv_goal OUT.csv ROWS.csv [ROWS.csv ...]", file=sys.stderr)
         return 2
-    rows: list[dict[str, Any]] = []
+    rows: list[RateRow] = []
     for path in argv[1:]:  # a load point in several files: each file's rounds after the ones before
         rows = after_rounds(rows, read_rows(Path(path)))
     table = goal_rows(rows)

@@ -7,12 +7,11 @@ of the load sweep and the mixed traffic, ``workloads.bench.pdv_goal``), ``notes.
 machine, timings), ``figures/`` (``figures.html``, PNGs where kaleido works)
 and the run directories ``load-sweep/`` and ``lanes/`` (the dashboard's Runs
 page lists and opens them; ``python -m workloads report`` too).
-The studies that run when named (``--parts drafters,suffix,forward-cost``)
-write their own files into ``drafters/``, ``suffix/`` and ``forward-cost/``
-beside these (``workloads.bench.parts``); their options are flags named after
-them (``--drafters-loads``, ``--suffix-rounds``, …).
-``--render-docs DIR`` writes ``docs/results.md``'s generated parts from such a
-directory instead of measuring.
+The drafter comparison, which runs when named (``--parts drafters``), writes
+its own files into ``drafters/`` beside these (``workloads.bench.parts``); a
+part's options are flags named after it (``--load-loads``, ``--drafters-loads``, …).
+``--render-docs DIR`` writes ``docs/results.md`` and the README's status table
+from such a directory instead of measuring (``workloads.bench.docs``).
 """
 
 from __future__ import annotations
@@ -61,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--conditions", default="", help="what else ran on the machine, recorded with the figures")
     p.add_argument("--render-docs", metavar="DIR", help="write --docs from DIR's CSVs; measure nothing")
     p.add_argument("--docs", default="docs/results.md", help="the results page to write (default %(default)s)")
+    p.add_argument("--readme", default="README.md", help="the README whose status table to write (default %(default)s)")
     for part in PARTS.values():
         if part.options is not None:
             add_config_args(
@@ -82,13 +82,9 @@ def print_table(results: list[PartResult]) -> None:
     print(f"\n{'part':<12} {'group':<14} {'competitor':<36} {'metric':<14} {'median':>10}  x reference (min-max)")
     for part in results:
         for s in part.summary:
-            ratio = (
-                ""
-                if s["ratio_median"] is None
-                else f"{s['ratio_median']:.3f} ({s['ratio_min']:.2f}-{s['ratio_max']:.2f})"
-            )
-            median = "" if s["median"] is None else f"{s['median']:.4g}"
-            print(f"{part.name:<12} {s['group']:<14} {s['label'][:36]:<36} {s['metric']:<14} {median:>10}  {ratio}")
+            ratio = "" if s.ratio is None else s.ratio.text()
+            median = "" if s.median is None else f"{s.median:.4g}"
+            print(f"{part.name:<12} {s.group:<14} {s.label[:36]:<36} {s.metric:<14} {median:>10}  {ratio}")
     print("\ngoals:")
     for part in results:
         for g in part.goals:
@@ -103,11 +99,12 @@ def figures(out: Path, results: list[PartResult]) -> list[str]:
     figs = []
     for part in results:
         if part.name == LOAD:
-            figs += [("load-throughput", load_curve(part.rows, "output_tok_s", "Output tokens/s against C"))]
-            figs += [("load-tpot-p99", load_curve(part.rows, "tpot_p99_ms", "TPOT p99 (ms) against C"))]
-            figs += [("load-pareto", pareto(part.rows))]
-        elif any(s["ratio_median"] is not None for s in part.summary):
-            figs.append((part.name, ratio_bars(part.summary, part.title)))
+            rows = [r.record() for r in part.rows]
+            figs += [("load-throughput", load_curve(rows, "output_tok_s", "Output tokens/s against C"))]
+            figs += [("load-tpot-p99", load_curve(rows, "tpot_p99_ms", "TPOT p99 (ms) against C"))]
+            figs += [("load-pareto", pareto(rows))]
+        elif any(s.ratio is not None for s in part.summary):
+            figs.append((part.name, ratio_bars([s.record() for s in part.summary], part.title)))
     return write_figures(figs, out / "figures", "PD-Verify benchmark") if figs else []
 
 
@@ -117,8 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.render_docs:
         from workloads.bench.docs import render
 
-        render(Path(args.render_docs), Path(args.docs))
-        print(f"wrote {args.docs} from {args.render_docs}")
+        try:
+            render(Path(args.render_docs), Path(args.docs), Path(args.readme))
+        except ValueError as exc:
+            parser.error(str(exc))
+        print(f"wrote {args.docs} and the status table of {args.readme} from {args.render_docs}")
         return 0
     from engine.models.pair import load_model_pair
     from engine.profiling import prepare_default_profiles
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def record(skipped: list[str]) -> dict:
         """Write the summary files of the parts done so far: a suite cut short keeps what it measured."""
-        write_csv(out / SUMMARY_CSV, [s for r in results for s in r.summary])
+        write_csv(out / SUMMARY_CSV, [s.record() for r in results for s in r.summary])
         write_csv(out / GOALS_CSV, [g.row() for r in results for g in r.goals])
         swept = [row for r in results if r.name in (LOAD, LANES) for row in r.rows]
         write_csv(out / pdv_goal.FILE, pdv_goal.goal_rows(swept))
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         result = PARTS[name].run(ctx)
         timings[name] = round(time.perf_counter() - t, 1)
         results.append(result)
-        write_csv(out / f"{name}.csv", result.rows)
+        write_csv(out / f"{name}.csv", [row.record() for row in result.rows])
         record([])
         print(f"bench: {name} done in {timings[name]:.0f} s", file=sys.stderr, flush=True)
     skipped = figures(out, results)

@@ -9,19 +9,12 @@ tokenizer, as in the ``qwen-coder`` preset); other pairs leave it out and say so
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.config import ENGINES, EngineConfig, SamplingParams
-from workloads.bench.common import (
-    BenchContext,
-    PartResult,
-    find,
-    first,
-    held_out,
-    ratio_summary,
-    rotated,
-    same_output_note,
-    spread,
-)
+from workloads.bench.common import BenchContext, PartResult, first, held_out, rotated
 from workloads.bench.reference import hf_generate
+from workloads.bench.rows import RateRow, find, ratio_summary, same_output_note, spread
 from workloads.drivers.arrivals import ClosedLoop
 from workloads.drivers.replay import replay
 from workloads.drivers.run_spec import RunSettings, RunSpec
@@ -31,6 +24,13 @@ LOOKUP = 10  # prompt_lookup_num_tokens: the better of the two settings the draf
 HF = "transformers generate"
 HF_LOOKUP = f"transformers generate lookup={LOOKUP}"
 HF_ASSISTED = "transformers assisted (draft model)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SingleRow(RateRow):
+    acceptance: float | None  # engines only: transformers' generate reports none
+    tokens_per_step: float | None
+    same_output_as_ar: bool
 
 
 def assistant_of(pair):
@@ -49,27 +49,28 @@ def run(ctx: BenchContext) -> PartResult:
     for lookup in (None, LOOKUP):  # warm-up: each generate path's first call pays lazy set-up
         hf_generate(pair, first(trace, 1), 4, lookup)
     params = SamplingParams(max_new_tokens=s.max_new_tokens, seed=0)
-    rows = []
+    rows: list[SingleRow] = []
     for round_ in range(s.rounds):
-        outputs = {}
+        measured, outputs = [], {}
         for label in rotated(labels, round_):
-            row = {"group": "C=1", "round": round_, "label": label, "acceptance": None, "tokens_per_step": None}
             if label in ENGINES:
                 settings = RunSettings(EngineConfig(), params)
                 result = replay(pair, trace, RunSpec(label, ClosedLoop(1), settings))
                 outputs[label] = [list(r.output_token_ids) for r in result.requests]
-                row["output_tok_s"] = result.summary.output_tok_s
-                row["acceptance"] = result.summary.acceptance_rate
-                row["tokens_per_step"] = result.summary.mean_acceptance_length
+                m = result.summary
+                measured.append((label, m.output_tok_s, m.acceptance_rate, m.mean_acceptance_length))
             else:
                 lookup = LOOKUP if label == HF_LOOKUP else None
                 helper = assistant if label == HF_ASSISTED else None
-                row["output_tok_s"], outputs[label] = hf_generate(pair, trace, s.max_new_tokens, lookup, helper)
-            rows.append(row)
-        for r in rows[-len(labels) :]:
-            r["same_output_as_ar"] = outputs[r["label"]] == outputs["ar"]
+                tok_s, outputs[label] = hf_generate(pair, trace, s.max_new_tokens, lookup, helper)
+                measured.append((label, tok_s, None, None))
+        rows += [
+            SingleRow(group="C=1", round=round_, label=label, output_tok_s=tok_s, acceptance=acceptance,
+                      tokens_per_step=per_step, same_output_as_ar=outputs[label] == outputs["ar"])
+            for label, tok_s, acceptance, per_step in measured
+        ]  # fmt: skip
     summary = ratio_summary(rows, "output_tok_s", "ar", NAME)
-    best = max((e for e in ENGINES if e != "ar"), key=lambda e: find(summary, "C=1", e, "output_tok_s")["ratio_median"])
+    best = max((e for e in ENGINES if e != "ar"), key=lambda e: find(summary, "C=1", e, "output_tok_s").ratio.median)
     notes = [
         f"Fastest engine one request at a time: {best}, {spread(find(summary, 'C=1', best, 'output_tok_s'))} ar; "
         f"transformers' prompt-lookup generate: {spread(find(summary, 'C=1', HF_LOOKUP, 'output_tok_s'))} ar.",

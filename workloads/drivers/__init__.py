@@ -8,5 +8,8 @@
 * ``sweep``      – every engine x load point; ``RunWriter``, the one writer of run files;
 * ``job``        – a sweep in a background thread, for the dashboard;
 * ``mt_bench``   – MT-Bench replayed as two turns;
-* ``environment`` – the machine and package versions recorded with every run.
+* ``environment`` – the machine and package versions recorded with every run;
+* ``simulate``   – a trace replayed into a simulated engine (``sim``) on its virtual clock, written as a replay's;
+* ``sim_trace``  – traces for model pairs given by their shapes: lengths without their tokenizer;
+* ``sim_validate`` – real runs and their simulations on this machine, predicted vs measured.
 """

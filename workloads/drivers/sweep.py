@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from metrics.rounds import round_orders
 from workloads.drivers.arrivals import ArrivalPolicy, ClosedLoop
 from workloads.drivers.engines import EngineFactory, ReplayEngine
 from workloads.drivers.replay import PairLike, replay
-from workloads.drivers.rounds import ComparisonFn, LoadPointComparison, LoadPointRounds
+from workloads.drivers.rounds import ComparisonFn, LoadPointComparison, LoadPointRounds, Precision
 from workloads.drivers.run_result import RunResult, StopReason
 from workloads.drivers.run_spec import RunHooks, RunSettings, RunSpec, SweepProgress
 from workloads.drivers.trace import DatasetSpec, Trace
@@ -47,13 +48,16 @@ class SweepPlan:
     policies: tuple[ArrivalPolicy, ...]
     settings: RunSettings = field(default_factory=RunSettings)
     endpoints: tuple[EndpointSpec, ...] = ()  # servers run after the engines, at each load point
-    rounds: int = 1  # each engine runs once per round, in a balanced order; the CLI's and pages' default is 3
+    rounds: int = 1  # each engine runs once per round, in a balanced order; with a precision, the most it runs
+    precision: Precision | None = None  # rounds added until the intervals are narrow enough (``Precision``)
 
     def __post_init__(self) -> None:
         if not (self.engines or self.endpoints) or not self.policies:
             raise ValueError("a sweep needs at least one engine or endpoint and one load point")
         if self.rounds < 1:
             raise ValueError(f"rounds must be at least 1, got {self.rounds}")
+        if self.precision is not None and self.rounds < self.precision.min_rounds:
+            raise ValueError(f"at most {self.rounds} rounds is fewer than the precision's {self.precision.min_rounds}")
         labels = [e.label for e in self.endpoints]
         if len(set(labels)) < len(labels):
             raise ValueError(f"endpoint labels must differ, got {', '.join(labels)}")
@@ -84,6 +88,7 @@ class SweepPlan:
         return {
             **self.settings.describe(),
             "rounds": self.rounds,
+            **({"precision": self.precision.describe()} if self.precision else {}),
             **({"endpoints": [e.describe() for e in self.endpoints]} if self.endpoints else {}),
         }
 
@@ -179,7 +184,7 @@ def run_sweep(
     rounds = RoundRunner(pair, plan, hooks, len(plan.run_order()))
     for policy in plan.policies:
         point = LoadPointRounds(plan.names, policy, plan.rounds, plan.settings.slo)
-        stop = False
+        stop, ended_by, started = False, "", time.monotonic()
         for round_, names in enumerate(round_orders(plan.names, plan.rounds)):
             for name in names:
                 result = rounds.run(trace, point, name, round_)
@@ -192,7 +197,11 @@ def run_sweep(
                     break
             if stop:
                 break
-        finish_point(point, writer, on_comparison)
+            if plan.precision is not None and round_ + 1 < plan.rounds:
+                ended_by = enough_rounds(plan.precision, point, round_ + 1, time.monotonic() - started)
+                if ended_by:
+                    break
+        finish_point(point, writer, on_comparison, ended_by)
         if stop:
             break
     return results
@@ -263,11 +272,25 @@ class RoundRunner:
         return True
 
 
-def finish_point(point: LoadPointRounds, writer: RunWriter | None, on_comparison: ComparisonFn | None) -> None:
+def enough_rounds(precision: Precision, point: LoadPointRounds, done: int, elapsed_s: float) -> str:
+    """Why ``point`` needs no further round after ``done`` rounds in ``elapsed_s``, in words; "" to go on."""
+    if done < precision.min_rounds:
+        return ""
+    if precision.reached(point.comparison(final=False)):
+        return f"every interval within ±{precision.within:.0%} after {done} rounds"
+    if precision.budget_s is not None and elapsed_s * (done + 1) / done > precision.budget_s:
+        return (f"another round would pass the {precision.budget_s:.0f} s budget; not every interval is within "
+                f"±{precision.within:.0%}")  # fmt: skip
+    return ""
+
+
+def finish_point(
+    point: LoadPointRounds, writer: RunWriter | None, on_comparison: ComparisonFn | None, ended_by: str = ""
+) -> None:
     """A load point's rounds have ended (or stopped): write its summary rows and report its final comparison."""
     if not point.any_run:
         return
-    final = point.comparison(final=True)
+    final = point.comparison(final=True, ended_by=ended_by)
     if writer is not None:
         writer.write_summary(final)
     if on_comparison:

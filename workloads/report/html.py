@@ -86,7 +86,8 @@ def _load(concurrency: object, rate: object) -> str:
 
 
 def run_labels(directories: Sequence[RunDirectory]) -> dict[str, str]:
-    """run_id -> "PDV · R=1.5/s", with "#2", "#3" for repeats in one directory and the directory's name when several."""
+    """run_id -> "PDV · R=1.5/s", with "#2", "#3" for repeats in one directory and the directory's name when several,
+    and "(simulated: <cost model>)" for a simulated run."""
     labels = {}
     for d in directories:
         summary = d.frames.summary
@@ -95,9 +96,11 @@ def run_labels(directories: Sequence[RunDirectory]) -> dict[str, str]:
             for e, c, r in summary[["engine", "concurrency", "request_rate"]].values
         ]
         total, seen = Counter(base), Counter()
-        for run_id, label in zip(summary["run_id"], base, strict=True):
+        simulated = summary["simulated"] if "simulated" in summary else pd.Series([None] * len(summary))
+        for run_id, label, cost in zip(summary["run_id"], base, simulated, strict=True):
             seen[label] += 1
             label = f"{label} #{seen[label]}" if total[label] > 1 else label
+            label = label if pd.isna(cost) else f"{label} (simulated: {cost})"  # never mistaken for a measurement
             labels[str(run_id)] = f"{d.path.name}: {label}" if len(directories) > 1 else label
     return labels
 

@@ -17,9 +17,7 @@ from metrics.rounds import RatioInterval
 
 
 def _interval(r: RatioInterval | None) -> str:
-    if r is None:
-        return "-"
-    return f"{r.median:.2f}" if r.rounds == 1 else f"{r.median:.2f} ({r.lo:.2f}-{r.hi:.2f})"
+    return "-" if r is None else r.text()
 
 
 def format_table(rows: Sequence[ComparisonRow], parts: Sequence[str] | None = None) -> str:
