@@ -77,3 +77,16 @@ def test_the_readmes_two_setups_name_files_that_exist():
     for path in ("app.py", ".ci/run", "requirements.txt", "requirements-models.txt"):
         assert (ROOT / path).exists(), path
     assert "python -m pytest -q -rs --durations=25" in (ROOT / ".ci" / "run").read_text()  # what the README says
+
+
+def test_a_recorded_default_live_run_is_rendered_from_its_csv_and_calls(tmp_path):
+    from workloads.bench.docs import live_run_section
+
+    assert live_run_section(tmp_path) == []  # nothing recorded: no section
+    (tmp_path / "6-dashboard.csv").write_text(
+        "group,round,label,figure,page,cli,page_over_cli,first\nC=2,0,ar,output_tok_s,20.0,21.0,0.952381,page\n"
+    )
+    (tmp_path / "6-dashboard-calls.json").write_text('[{"call": 0, "same standings": true, "page (Chromium) s": 99.5}]')
+    section = "\n".join(live_run_section(tmp_path))
+    assert "| 0 | page | ar | output_tok_s | 20 | 21 | 0.952 |" in section
+    assert "| 0 | True | 99.5 |" in section

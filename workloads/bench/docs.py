@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from metrics.rounds import RatioInterval
-from workloads.bench import pdv_goal
+from workloads.bench import page_vs_cli, pdv_goal
 from workloads.bench.common import GOALS_CSV, SUMMARY_CSV, read_csv
 
 FILES = (SUMMARY_CSV, GOALS_CSV, "notes.csv", "bench.json")
@@ -138,7 +138,40 @@ def results_page(data: Path, shown: str) -> str:
         lines += ["", note]
     if calls := read_csv(data / "calls.csv"):
         lines += ["", "## The calls and the machine load", "", markdown_table(calls)]
+    lines += live_run_section(data.parent / LIVE_RUN)
     return "\n".join(lines) + "\n"
+
+
+LIVE_RUN = "live-run"  # beside ``bench``: the default Live run in Chromium against replay (``page_vs_cli``)
+
+
+def live_run_section(live: Path) -> list[str]:
+    """The default Live run's measurement, if one is recorded in ``live`` (``docs/data/live-run``)."""
+    rows = read_csv(live / f"{page_vs_cli.NAME}.csv")
+    calls_file = live / f"{page_vs_cli.NAME}-calls.json"
+    if not rows or not calls_file.exists():
+        return []
+    calls = json.loads(calls_file.read_text())
+    shown = [{"call": r["round"], "first": r["first"], "engine": r["label"], "figure": r["figure"],
+              "page": _fmt(r["page"]), "replay": _fmt(r["cli"]), "page ÷ replay": _fmt(r["page_over_cli"])}
+             for r in rows]  # fmt: skip
+    keys = [k for k in calls[0] if k != "call"]
+    lines = [
+        "",
+        "## The default Live run in Chromium against replay of its spec",
+        "",
+        f"Recorded with `python -m workloads.bench.page_vs_cli --preset smol --calls {len(calls)} --out "
+        f"docs/data/{LIVE_RUN}`: each call runs the default Live run in Chromium (Start pressed once, the summary "
+        "table read off the page) and `python -m workloads replay` with the same spec, the two in an order that "
+        "alternates. Per engine, the page's pooled figure over replay's:",
+        "",
+        markdown_table(shown),
+        "",
+        "Each call: seconds from Start (or the command) to the verdict, the verdicts, the machine's load:",
+        "",
+        markdown_table([{"call": str(c["call"]), **{k: str(c[k]) for k in keys}} for c in calls]),
+    ]
+    return lines
 
 
 def _pdv_row(goals: list[dict[str, str]]) -> dict[str, str]:
