@@ -453,7 +453,10 @@ def test_model_loading_progress_is_shown_while_the_pair_loads(runs_dir, monkeypa
     at.number_input(key="live.num_requests").set_value(2)
     at.number_input(key="live.max_new_tokens").set_value(4)
     at.button(key="live.start").click().run()
-    loading = [p.proto for p in rerun_until(at, lambda a: bool(a.get("progress"))).get("progress")]
+    def converting(a: AppTest) -> bool:  # the engine worker's status reaches the page within its publish period
+        return any(p.proto.text == "Converting SmolLM2 (one-time)" for p in a.get("progress"))
+
+    loading = [p.proto for p in rerun_until(at, converting).get("progress")]
     assert (loading[0].value, loading[0].text) == (40, "Converting SmolLM2 (one-time)")
     assert [s.state for s in at.status] == ["running"]  # no ✓ while the work goes on
     release.set()
