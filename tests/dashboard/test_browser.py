@@ -214,6 +214,8 @@ def test_sweep_results_runs_and_report_tables_show_their_key_columns_at_laptop_w
             page.get_by_role("button", name="Start").click()
             page.get_by_text("Finished.").wait_for(timeout=RUN_TIMEOUT_S * 1000)
             page.locator(".st-key-sweep-results .dvn-scroller").wait_for(timeout=30_000)
+            # the grid draws its scroller before its column headers: on a busy machine a fixed pause was too short
+            page.locator(".st-key-sweep-results [role=columnheader]").first.wait_for(state="attached", timeout=30_000)
             page.wait_for_timeout(2000)
             results = page.evaluate(GRID_FIT, "sweep-results")
             assert results["headers"] == ["Engine", "Load", *KEY_HEADERS], results
@@ -227,6 +229,8 @@ def test_sweep_results_runs_and_report_tables_show_their_key_columns_at_laptop_w
             page.get_by_role("option", name="an-earlier-replay-from-the-command-line").click()
             page.keyboard.press("Escape")
             page.locator(".st-key-runs-summary .dvn-scroller").wait_for(timeout=30_000)
+            # the grid draws its scroller before its column headers: on a busy machine a fixed pause was too short
+            page.locator(".st-key-runs-summary [role=columnheader]").first.wait_for(state="attached", timeout=30_000)
             page.wait_for_timeout(2000)
             runs = page.evaluate(GRID_FIT, "runs-summary")
             assert runs["headers"] == ["Run", *KEY_HEADERS], runs
